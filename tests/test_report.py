@@ -1,0 +1,207 @@
+"""Run-directory readers, the sweep report and the per-run training plot, on fake run directories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ao_calib.plot import group_keys, plot_run
+from ao_calib.report import build_report, main, write_report
+from ao_calib.run_dir import RunDirError, find_run_dirs, load_run, read_metrics, read_overrides
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _make_run(
+    run: Path,
+    overrides: list[str],
+    metrics: list[dict] | None = None,
+    summary: dict | None = None,
+    eval_metrics: dict | None = None,
+    tail: str = "",
+) -> Path:
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text("trainer:\n  lr: 1.0e-05\n")
+    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    if metrics is not None:
+        (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics) + tail)
+    if summary is not None:
+        (run / "summary.json").write_text(json.dumps(summary))
+    if eval_metrics is not None:
+        (run / "eval.json").write_text(json.dumps({"metrics": eval_metrics, "num_samples": 50}))
+    return run
+
+
+def _steps(n: int, base: float) -> list[dict]:
+    return [
+        {"step": s, "loss": 0.1 / s, "reward": base + 0.01 * s, "reward_std": 0.1,
+         "rewards/tool_call_exact/mean": base, "rewards/tool_call_exact/std": 0.05,
+         "kl": 0.001 * s, "learning_rate": 1e-5}
+        for s in range(1, n + 1)
+    ]
+
+
+@pytest.fixture()
+def sweep(tmp_path: Path) -> Path:
+    root = tmp_path / "multirun"
+    root.mkdir()
+    (root / "multirun.yaml").write_text("hydra: {}\n")
+    _make_run(
+        root / "trainer.beta=0.0,trainer.lr=1e-05",
+        ["task=function_call", "trainer.beta=0.0", "trainer.lr=1e-05", "hydra.job.num=0"],
+        metrics=_steps(3, 0.4) + [{"step": 3, "eval/exact_match": 0.25}, {"step": 3, "train_runtime": 12.0}],
+        summary={"status": "completed", "wall_time_s": 123.4, "final_metrics": {}, "git_commit": "abc"},
+        eval_metrics={"exact_match": 0.3, "tool_call_function": 0.6},
+    )
+    _make_run(
+        root / "trainer.beta=0.04,trainer.lr=1e-05",
+        ["task=function_call", "trainer.beta=0.04", "+trainer.lr=1e-05", "hydra.job.num=1"],
+        metrics=_steps(2, 0.2) + [{"step": 3, "reward": None}],
+        summary={"status": "failed", "wall_time_s": 5.0, "error": "RuntimeError: CUDA out of memory\nmore"},
+    )
+    _make_run(  # killed mid-write: truncated last line, no summary
+        root / "trainer.beta=0.0,trainer.lr=1e-04",
+        ["task=function_call", "trainer.beta=0.0", "++trainer.lr=1e-04", "hydra.job.num=2"],
+        metrics=_steps(4, 0.1),
+        tail='{"step": 5, "loss": 0.0',
+    )
+    _make_run(  # died before logging anything; "running" left behind by a dead process
+        root / "trainer.beta=0.04,trainer.lr=1e-04",
+        ["task=function_call", "trainer.beta=0.04", "trainer.lr=1e-04", "hydra.job.num=3"],
+        summary={"status": "running"},
+    )
+    (root / "trainer.beta=0.0,trainer.lr=1e-05" / "checkpoints" / "step-3").mkdir(parents=True)
+    (root / "trainer.beta=0.0,trainer.lr=1e-05" / "checkpoints" / "step-3" / "summary.json").write_text("{}")
+    return root
+
+
+def test_readers(sweep: Path) -> None:
+    runs = find_run_dirs(sweep)
+    assert [r.name for r in runs] == sorted(r.name for r in runs)
+    assert len(runs) == 4  # checkpoints/ inside a run is not a run
+    killed = sweep / "trainer.beta=0.0,trainer.lr=1e-04"
+    assert len(read_metrics(killed)) == 4
+    assert read_overrides(killed)[2] == "++trainer.lr=1e-04"
+    record = load_run(killed)
+    assert record.status == "unfinished" and record.skipped_metric_lines == 1
+    assert record.overrides["trainer.lr"] == "1e-04" and record.steps == 4
+    assert record.final_reward == pytest.approx(0.14)
+    assert find_run_dirs(killed) == [killed]
+    assert find_run_dirs(sweep / "nope") == []
+
+
+def test_build_report(sweep: Path) -> None:
+    df = build_report(sweep).set_index("run")
+    assert list(df.index) == sorted(df.index)
+    status = df["status"].to_dict()
+    assert status == {
+        "trainer.beta=0.0,trainer.lr=1e-04": "unfinished",
+        "trainer.beta=0.0,trainer.lr=1e-05": "completed",
+        "trainer.beta=0.04,trainer.lr=1e-04": "unfinished",
+        "trainer.beta=0.04,trainer.lr=1e-05": "failed",
+    }
+    # Swept columns are exactly the keys that differ (task is constant, hydra.* never counts).
+    fixed = {"status", "final_reward", "wall_time_s", "steps", "error"}
+    swept = [c for c in df.columns if c not in fixed and not c.startswith("eval/")]
+    assert swept == ["trainer.beta", "trainer.lr"]
+    done = df.loc["trainer.beta=0.0,trainer.lr=1e-05"]
+    assert done["trainer.beta"] == "0.0" and done["trainer.lr"] == "1e-05"
+    assert done["final_reward"] == pytest.approx(0.43)
+    assert done["eval/exact_match"] == pytest.approx(0.3)
+    assert done["eval/tool_call_function"] == pytest.approx(0.6)
+    assert done["wall_time_s"] == pytest.approx(123.4) and done["steps"] == 3
+    failed = df.loc["trainer.beta=0.04,trainer.lr=1e-05"]
+    assert failed["final_reward"] == pytest.approx(0.22)  # last non-null reward
+    assert failed["error"].startswith("RuntimeError: CUDA out of memory")
+    assert pd.isna(failed["eval/exact_match"])
+    empty = df.loc["trainer.beta=0.04,trainer.lr=1e-04"]
+    assert pd.isna(empty["final_reward"]) and pd.isna(empty["steps"]) and pd.isna(empty["wall_time_s"])
+
+
+def test_single_run_uses_all_override_keys(sweep: Path) -> None:
+    df = build_report(sweep / "trainer.beta=0.0,trainer.lr=1e-05")
+    assert len(df) == 1 and df["run"][0] == "trainer.beta=0.0,trainer.lr=1e-05"
+    assert {"task", "trainer.beta", "trainer.lr"} <= set(df.columns)
+    assert df["wall_time_s"][0] == pytest.approx(123.4)
+
+
+def test_write_report_files(sweep: Path, tmp_path: Path) -> None:
+    paths = write_report(sweep)
+    assert set(paths) == {"csv", "md", "png"}
+    assert all(p.parent == sweep and p.is_file() for p in paths.values())
+    png = paths["png"].read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 1000
+    csv = pd.read_csv(paths["csv"])
+    assert len(csv) == 4 and "eval/exact_match" in csv.columns
+    md = paths["md"].read_text()
+    assert "**failed**" in md and "_unfinished_" in md and "—" in md
+    assert "CUDA out of memory" in md and "| run" in md
+    other = write_report(sweep, tmp_path / "elsewhere")
+    assert other["md"].parent == tmp_path / "elsewhere" and other["png"].is_file()
+
+
+def test_reward_curves_without_metrics(tmp_path: Path) -> None:
+    _make_run(tmp_path / "a", ["x=1"], summary={"status": "failed", "error": "boom"})
+    _make_run(tmp_path / "b", ["x=2"], summary={"status": "completed"})
+    png = write_report(tmp_path)["png"].read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 0
+
+
+def test_cli(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ao_calib.report", str(sweep), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name in ("trainer.beta=0.0,trainer.lr=1e-05", "trainer.beta=0.04,trainer.lr=1e-05",
+                 "trainer.beta=0.0,trainer.lr=1e-04", "trainer.beta=0.04,trainer.lr=1e-04"):
+        assert name in proc.stdout
+    assert (out / "report.csv").is_file() and str(out / "report.md") in proc.stdout
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ao_calib.report", str(empty)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no run directory" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(RunDirError):
+        build_report(empty)
+
+
+def test_plot_run(sweep: Path, tmp_path: Path) -> None:
+    run = sweep / "trainer.beta=0.0,trainer.lr=1e-05"
+    paths = plot_run(run)
+    assert paths == [run / "plots" / "training_curves.png"]
+    assert paths[0].read_bytes().startswith(PNG_MAGIC)
+    groups = group_keys(read_metrics(run))
+    assert list(groups) == ["loss", "reward", "eval / validation", "KL", "learning rate"]
+    assert groups["reward"] == ["reward", "rewards/tool_call_exact/mean"]
+    assert groups["eval / validation"] == ["eval/exact_match"]  # train_runtime is not plotted
+
+    # Another task's keys: only reward and eval_ groups exist; the others are skipped.
+    other = tmp_path / "other_run"
+    other.mkdir()
+    rows = [{"step": 1, "reward": 0.5, "rewards/judge/mean": 0.5, "loss": None},
+            {"step": 2, "eval_accuracy": 0.7, "eval_runtime": 3.0}]
+    (other / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{trunc")
+    assert list(group_keys(read_metrics(other))) == ["reward", "eval / validation"]
+    out = plot_run(other, tmp_path / "custom.png")
+    assert out == [tmp_path / "custom.png"] and out[0].read_bytes().startswith(PNG_MAGIC)
+
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "metrics.jsonl").write_text('{"step": 1, "train_runtime": 3}\n')
+    assert plot_run(nothing) == [] and not (nothing / "plots").exists()
