@@ -1,0 +1,87 @@
+"""Trainer callbacks shared by every trainer: metrics file, progress bar, reward curriculum."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm.auto import tqdm
+from transformers import TrainerCallback
+
+from ao_calib.rewards import RewardSchedule
+
+log = logging.getLogger(__name__)
+
+
+def _jsonable(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsFileCallback(TrainerCallback):
+    """Appends every logged dict (all TRL metrics, each reward component) to ``metrics.jsonl``, one line a step."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.last: dict = {}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        self.last.update(record)
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+class RewardProgressCallback(TrainerCallback):
+    """A progress bar whose postfix shows the latest reward, loss and KL instead of printing every log dict."""
+
+    SHOWN = (("reward", "reward"), ("loss", "loss"), ("kl", "kl"))
+
+    def __init__(self):
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", dynamic_ncols=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is not None and logs:
+            shown = {label: f"{logs[key]:.3g}" for key, label in self.SHOWN if isinstance(logs.get(key), float)}
+            if shown:
+                self.bar.set_postfix(shown, refresh=False)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class RewardScheduleCallback(TrainerCallback):
+    """Switches reward weights between curriculum phases at step boundaries."""
+
+    def __init__(self, schedule: RewardSchedule, set_weights: Callable[[tuple[float, ...]], None]):
+        self.schedule = schedule
+        self.set_weights = set_weights
+        self.phase: int | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        phase = self.schedule.phase_index(state.global_step)
+        if phase != self.phase:
+            weights = self.schedule.weights_at(state.global_step)
+            self.set_weights(weights)
+            if self.phase is not None:
+                log.info("step %d: reward phase %d, weights %s", state.global_step, phase,
+                         dict(zip(self.schedule.names, weights)))
+            self.phase = phase

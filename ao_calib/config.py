@@ -1,0 +1,252 @@
+"""Structured config schemas, registered in Hydra's ConfigStore.
+
+Every YAML file in ``conf/<group>/`` starts from one of these schemas (``defaults: [<schema>]``), and the
+top-level ``Config`` types each group, so Hydra rejects a misspelt key or a wrongly typed value at start-up
+and names it (e.g. ``Key 'lrr' not in 'GRPOTrainerConfig'``).
+This module imports nothing heavy: composing a config and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+# ---------------------------------------------------------------------------------------------- model
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers (the seed's --lora-layers)."""
+
+    rank: int = 64
+    alpha: int = 128
+    dropout: float = 0.05
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    layers: Optional[int] = None
+
+
+@dataclass
+class TinyModelConfig:
+    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny_models)."""
+
+    family: str = "qwen3"  # qwen3 | gemma3
+    hidden_size: int = 64
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    vocab_size: int = 4096
+    max_position_embeddings: int = 2048
+    seed: int = 0
+
+
+@dataclass
+class ModelConfig:
+    """Which base model to load and what the steering code needs to know about its layout."""
+
+    name: str = MISSING
+    hub_id: Optional[str] = None  # Hugging Face id or local path; null when ``tiny`` builds the model
+    ao_lora_id: Optional[str] = None  # pretrained Activation Oracle LoRA (hub id or local path)
+    dtype: str = "bfloat16"  # float32 | bfloat16 | float16
+    attn_implementation: str = "sdpa"
+    requires_gpu: bool = True
+    gradient_checkpointing: bool = False
+    num_hidden_layers: int = MISSING
+    hidden_size: int = MISSING
+    # Dotted path from the loaded model (before peft wrapping) to its decoder-layer ModuleList.
+    decoder_layers_path: str = "model.layers"
+    # Activation Oracle injection mode the adapter was trained with: add | replace.
+    steering_mode: str = "add"
+    chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    tiny: Optional[TinyModelConfig] = None
+
+
+# ----------------------------------------------------------------------------------------------- task
+
+
+@dataclass
+class TaskConfig:
+    name: str = MISSING
+
+
+@dataclass
+class GeneratedDataConfig:
+    """Settings of the offline data generator used when no data files are given."""
+
+    n_train: int = 512
+    n_test: int = 64
+    seed: int = 0
+
+
+@dataclass
+class FunctionCallDataConfig:
+    train_path: Optional[str] = None  # JSONL in the seed's format; null -> generated data
+    test_path: Optional[str] = None
+    generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
+    max_train_samples: Optional[int] = None
+
+
+@dataclass
+class FunctionCallTaskConfig(TaskConfig):
+    name: str = "function_call"
+    data: FunctionCallDataConfig = field(default_factory=FunctionCallDataConfig)
+
+
+@dataclass
+class OracleTaskConfig(TaskConfig):
+    name: str = "oracle"
+    layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
+
+
+@dataclass
+class ToolJsonTaskConfig(TaskConfig):
+    name: str = "tool_json"
+
+
+# --------------------------------------------------------------------------------------------- reward
+
+
+@dataclass
+class RewardPhaseConfig:
+    """One curriculum phase: ``weights`` apply while the optimiser step is below ``until_step`` (null: to the end)."""
+
+    until_step: Optional[int] = None
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RewardConfig:
+    """A weighted mix of the task's reward functions; the trained reward is the weighted sum."""
+
+    name: str = MISSING
+    weights: dict[str, float] = field(default_factory=dict)
+    phases: list[RewardPhaseConfig] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- judge
+
+
+@dataclass
+class JudgeConfig:
+    name: str = "none"
+
+
+# -------------------------------------------------------------------------------------------- trainer
+
+
+@dataclass
+class LoraOverrideConfig:
+    """Per-run LoRA choices; a null field keeps the model config's value."""
+
+    rank: Optional[int] = None
+    alpha: Optional[int] = None
+    dropout: Optional[float] = None
+    layers: Optional[int] = None
+
+
+@dataclass
+class TrainerConfig:
+    name: str = MISSING
+    lr: float = 1e-5
+    max_steps: int = 1000
+    lr_scheduler_type: str = "constant"
+    warmup_steps: float = 0.0  # optimiser steps, or a fraction of max_steps when below 1
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    logging_steps: int = 1
+    save_steps: int = 100
+    save_total_limit: Optional[int] = 3
+    seed: int = 42
+    # null | "latest" (the newest checkpoint in this run directory) | a checkpoint path
+    resume_from_checkpoint: Optional[str] = None
+    lora: LoraOverrideConfig = field(default_factory=LoraOverrideConfig)
+
+
+@dataclass
+class GRPOTrainerConfig(TrainerConfig):
+    """GRPO (TRL GRPOTrainer). Names follow the function-calling seed's CLI where it has one."""
+
+    name: str = "grpo"
+    batch_size: int = 4  # prompts per optimiser step (seed --batch-size)
+    num_generations: int = 8  # completions per prompt, the GRPO group (seed --group-size)
+    micro_batch_size: Optional[int] = None  # completions per forward/backward; null = the whole step at once
+    max_completion_length: int = 256
+    temperature: float = 0.7
+    top_p: float = 1.0
+    beta: float = 0.1  # KL coefficient against the adapter-free reference
+    epsilon: float = 0.2
+    epsilon_high: Optional[float] = None  # null -> same as epsilon
+    num_iterations: int = 1  # optimisation passes per generated batch
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    shuffle_dataset: bool = True
+    use_vllm: bool = False
+    completions_logged_per_step: int = 4
+
+
+# ------------------------------------------------------------------------------------- logger / paths
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "none"  # none | wandb
+    project: str = "ao_calib"
+    entity: Optional[str] = None
+    # auto: online when WANDB_API_KEY is set (or wandb is logged in), offline otherwise
+    mode: str = "auto"
+    tags: list[str] = field(default_factory=list)
+    init_timeout_s: float = 60.0
+
+
+@dataclass
+class PathsConfig:
+    root_dir: str = MISSING
+    output_dir: str = MISSING
+    cache_dir: str = MISSING
+
+
+@dataclass
+class EvalConfig:
+    enabled: bool = True
+    initial: bool = False  # also evaluate before training
+    num_samples: Optional[int] = None  # null: the whole held-out split
+    batch_size: int = 16
+    max_new_tokens: Optional[int] = None  # null: the trainer's max_completion_length
+    mismatches_printed: int = 3
+
+
+@dataclass
+class Config:
+    task: TaskConfig = MISSING
+    model: ModelConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    reward: RewardConfig = MISSING
+    judge: JudgeConfig = MISSING
+    logger: LoggerConfig = MISSING
+    paths: PathsConfig = MISSING
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    run_name: str = "${task.name}-${model.name}-${trainer.name}"
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="task", name="function_call_schema", node=FunctionCallTaskConfig)
+    cs.store(group="task", name="oracle_schema", node=OracleTaskConfig)
+    cs.store(group="task", name="tool_json_schema", node=ToolJsonTaskConfig)
+    cs.store(group="reward", name="reward_schema", node=RewardConfig)
+    cs.store(group="judge", name="judge_schema", node=JudgeConfig)
+    cs.store(group="trainer", name="grpo_schema", node=GRPOTrainerConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    cs.store(group="paths", name="paths_schema", node=PathsConfig)
+
+
+register_configs()

@@ -1,0 +1,151 @@
+"""Tokenizer, base model and LoRA adapter loading: one path for hub models and locally built tiny models."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ao_calib.errors import AOCalibError, ResourceUnavailableError
+
+log = logging.getLogger(__name__)
+
+QUICKSTART_HINT = "For an offline run on this machine use: python -m ao_calib.run experiment=quickstart"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
+    """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, or the hub id/path."""
+    if model_cfg.tiny is not None:
+        from ao_calib.tiny_models import TinyModelSpec, ensure_tiny_model
+
+        spec = TinyModelSpec(**OmegaConf.to_container(model_cfg.tiny, resolve=True))
+        return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
+    if not model_cfg.hub_id:
+        raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path) or model.tiny.")
+    return model_cfg.hub_id
+
+
+def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
+    """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
+    if model_cfg.tiny is not None:
+        return
+    missing = []
+    if model_cfg.requires_gpu and not torch.cuda.is_available():
+        missing.append("a CUDA GPU (torch.cuda.is_available() is False)")
+    for repo in filter(None, [model_cfg.hub_id, adapter_id]):
+        if not _locally_available(repo) and not _hub_reachable():
+            missing.append(f"'{repo}' (not in the local Hugging Face cache, and the hub cannot be reached)")
+    if missing:
+        raise ResourceUnavailableError(
+            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + QUICKSTART_HINT
+        )
+
+
+def _locally_available(repo: str) -> bool:
+    if Path(repo).exists():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in ("config.json", "adapter_config.json"):
+        if isinstance(try_to_load_from_cache(repo, filename), str):
+            return True
+    return False
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def load_tokenizer(source: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_base_model(model_cfg: DictConfig, source: str):
+    from transformers import AutoModelForCausalLM
+
+    if model_cfg.dtype not in _DTYPES:
+        raise AOCalibError(f"model.dtype={model_cfg.dtype!r}: choose one of {sorted(_DTYPES)}")
+    dtype = _DTYPES[model_cfg.dtype]
+    if dtype != torch.float32 and not torch.cuda.is_available():
+        log.warning("model.dtype=%s on CPU is slow and imprecise; using float32", model_cfg.dtype)
+        dtype = torch.float32
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=dtype, attn_implementation=model_cfg.attn_implementation
+    )
+    if torch.cuda.is_available():
+        model.to("cuda")
+    return model
+
+
+def lora_settings(model_cfg: DictConfig, trainer_cfg: DictConfig) -> dict:
+    """The model's LoRA defaults with the run's non-null overrides applied."""
+    settings = OmegaConf.to_container(model_cfg.lora, resolve=True)
+    for key, value in OmegaConf.to_container(trainer_cfg.lora, resolve=True).items():
+        if value is not None:
+            settings[key] = value
+    return settings
+
+
+def lora_target_regex(decoder_layers_path: str, num_layers: int, module_names: list[str], last_n: int | None) -> str:
+    """A peft target regex restricted to the decoder layers.
+
+    Anchoring on the decoder-layer path keeps LoRA off look-alike modules elsewhere (Gemma 3's SigLIP vision
+    tower also has q_proj/k_proj/...), and selecting layer indices here implements the seed's --lora-layers.
+    """
+    if last_n is not None and last_n > num_layers:
+        log.warning("LoRA layers=%d > %d decoder layers: using all of them", last_n, num_layers)
+    first = 0 if last_n is None else max(0, num_layers - last_n)
+    indices = "|".join(str(i) for i in range(first, num_layers))
+    names = "|".join(re.escape(n) for n in module_names)
+    return rf"^{re.escape(decoder_layers_path)}\.({indices})\..*\b({names})$"
+
+
+def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretrained_adapter: str | None = None):
+    """Wrap the model with a trainable adapter: ``pretrained_adapter`` (hub id or path) if given, else a new LoRA."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if pretrained_adapter:
+        return PeftModel.from_pretrained(model, pretrained_adapter, is_trainable=True)
+    lora = lora_settings(model_cfg, trainer_cfg)
+    num_layers = len(_get_path(model, model_cfg.decoder_layers_path))
+    peft_config = LoraConfig(
+        r=lora["rank"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=lora_target_regex(
+            model_cfg.decoder_layers_path, num_layers, lora["target_modules"], lora.get("layers")
+        ),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_config)
+
+
+def load_trained_model(model_cfg: DictConfig, source: str, adapter_dir: str | Path):
+    """Base model + a saved adapter, for evaluation."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(load_base_model(model_cfg, source), str(adapter_dir))
+
+
+def _get_path(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
