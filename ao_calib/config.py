@@ -250,3 +250,33 @@ def register_configs() -> None:
 
 
 register_configs()
+
+
+def unknown_keys(node, path: str = "") -> list[str]:
+    """Keys present in a composed config but absent from its schema.
+
+    Hydra's ``+key=value`` opens the node for writing, which lets a misspelt key into a structured config;
+    this walk finds such keys so the run can refuse them.
+    """
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    found: list[str] = []
+    if isinstance(node, DictConfig):
+        schema = OmegaConf.get_type(node)
+        allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+        for key in node.keys():
+            full = f"{path}{key}"
+            if allowed is not None and key not in allowed:
+                found.append(full)
+                continue
+            child = node._get_node(key)
+            if isinstance(child, (DictConfig, ListConfig)):
+                found += unknown_keys(child, full + ".")
+    elif isinstance(node, ListConfig):
+        for i in range(len(node)):
+            child = node._get_node(i)
+            if isinstance(child, (DictConfig, ListConfig)):
+                found += unknown_keys(child, f"{path}{i}.")
+    return found

@@ -49,6 +49,9 @@ class AOGRPOTrainer(GRPOTrainer):
             )
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training:
+            # The weights in force, so a curriculum's phase switches are visible in metrics.jsonl.
+            logs.update({f"reward_weight/{n}": w for n, w in zip(self.reward_func_names, self.reward_weights.tolist())})
         super().log(logs, start_time)
         if self._pending_samples and self.completions_path is not None:
             with self.completions_path.open("a") as f:
@@ -57,7 +60,8 @@ class AOGRPOTrainer(GRPOTrainer):
             self._pending_samples.clear()
 
 
-def build_grpo_config(cfg: DictConfig, output_dir: Path, reward_weights: tuple[float, ...]) -> GRPOConfig:
+def build_grpo_config(cfg: DictConfig, output_dir: Path, reward_weights: tuple[float, ...],
+                      report_to_wandb: bool = False) -> GRPOConfig:
     t = cfg.trainer
     if t.use_vllm and cfg.task.name == "oracle":
         raise AOCalibError("trainer.use_vllm=true cannot run with task=oracle: vLLM cannot run the steering hooks")
@@ -99,14 +103,15 @@ def build_grpo_config(cfg: DictConfig, output_dir: Path, reward_weights: tuple[f
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         bf16=on_gpu and cfg.model.dtype == "bfloat16",
         use_cpu=not on_gpu,
-        report_to=["wandb"] if cfg.logger.name == "wandb" else "none",
+        report_to=["wandb"] if report_to_wandb else "none",
         log_completions=False,
         dataloader_num_workers=0,
     )
 
 
-def build_grpo_trainer(cfg, model, tokenizer, data, schedule, reward_fns, run_dir: Path, callbacks) -> AOGRPOTrainer:
-    args = build_grpo_config(cfg, run_dir / "checkpoints", schedule.weights_at(0))
+def build_grpo_trainer(cfg, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
+                       report_to_wandb: bool = False) -> AOGRPOTrainer:
+    args = build_grpo_config(cfg, run_dir / "checkpoints", schedule.weights_at(0), report_to_wandb)
     return AOGRPOTrainer(
         model=model,
         reward_funcs=[reward_fns[name] for name in schedule.names],

@@ -1,0 +1,79 @@
+"""``python -m ao_calib.eval run_dir=PATH [num_samples=N] [adapter=PATH] [batch_size=B] [max_new_tokens=T]``
+
+Re-evaluates a saved run on its task's held-out split with the run's own config, and writes ``eval.json``
+(or ``eval_<tag>.json`` with ``tag=...``) into the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ao_calib.errors import AOCalibError
+
+
+@dataclass
+class EvalArgs:
+    run_dir: str
+    num_samples: Optional[int] = None
+    adapter: Optional[str] = None  # default: RUN/adapter
+    batch_size: Optional[int] = None
+    max_new_tokens: Optional[int] = None
+    tag: str = "final"
+
+
+def parse_args(argv: list[str]) -> EvalArgs:
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(EvalArgs), OmegaConf.from_dotlist(argv))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise AOCalibError(f"bad arguments {argv}: {exc}".splitlines()[0] + "\n" + (__doc__ or "")) from None
+
+
+def run_eval(args: EvalArgs) -> dict:
+    from ao_calib import models
+    from ao_calib.evaluation import evaluate
+    from ao_calib.task_api import get_task
+
+    run_dir = Path(args.run_dir)
+    config_path = run_dir / ".hydra" / "config.yaml"
+    if not config_path.exists():
+        raise AOCalibError(f"{run_dir} is not a run directory: {config_path} is missing")
+    cfg = OmegaConf.load(config_path)
+    adapter = Path(args.adapter) if args.adapter else run_dir / "adapter"
+    if not (adapter / "adapter_config.json").exists():
+        raise AOCalibError(f"no saved adapter at {adapter} (did the run finish? pass adapter=RUN/checkpoints/...)")
+    task = get_task(cfg)
+    models.check_model_available(cfg.model)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source)
+    model = models.load_trained_model(cfg.model, source, adapter)
+    data = task.build_data(tokenizer)
+    return evaluate(
+        task, model, tokenizer, data.test,
+        num_samples=args.num_samples or cfg.eval.num_samples,
+        batch_size=args.batch_size or cfg.eval.batch_size,
+        max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.max_completion_length,
+        chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
+        out_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
+    try:
+        run_eval(parse_args(sys.argv[1:] if argv is None else argv))
+    except AOCalibError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

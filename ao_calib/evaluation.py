@@ -1,0 +1,79 @@
+"""Held-out evaluation: greedy generation on the test split, every reward component per sample, and a summary."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ao_calib.io import append_jsonl, write_json
+from ao_calib.task_api import Task
+
+log = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def generate_completions(model, tokenizer, prompts: list[list[dict]], *, chat_template_kwargs: dict,
+                         max_new_tokens: int, batch_size: int, desc: str = "eval") -> list[str]:
+    """Greedy completions for chat prompts, batched with left padding."""
+    texts = [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
+        for p in prompts
+    ]
+    device = next(model.parameters()).device
+    was_training, padding_side = model.training, tokenizer.padding_side
+    model.eval()
+    tokenizer.padding_side = "left"
+    completions: list[str] = []
+    try:
+        for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False):
+            batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
+                              add_special_tokens=False).to(device)
+            out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)
+            completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return completions
+
+
+def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, batch_size: int,
+             max_new_tokens: int, chat_template_kwargs: dict, out_dir: Path, tag: str = "final",
+             mismatches_printed: int = 3) -> dict:
+    """Scores the model on the held-out split; writes ``eval.json`` (``eval_<tag>.json`` for other tags) and
+    every prediction to ``eval_predictions[_<tag>].jsonl``. Returns the metrics."""
+    rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
+    completions = generate_completions(model, tokenizer, [r["prompt"] for r in rows],
+                                       chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
+                                       batch_size=batch_size, desc=f"eval ({tag})")
+    records = []
+    for row, completion in zip(rows, completions):
+        scores = task.score(completion, row)
+        records.append({"prompt": row["prompt"][-1]["content"], "completion": completion,
+                        "expected": task.reference_output(row), "scores": scores})
+    keys = sorted({k for r in records for k in r["scores"]})
+    metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
+    metrics["accuracy"] = metrics.get(task.headline_metric, 0.0)
+    suffix = "" if tag == "final" else f"_{tag}"
+    write_json(out_dir / f"eval{suffix}.json", {
+        "tag": tag, "task": task.name, "num_samples": len(records), "headline_metric": task.headline_metric,
+        "metrics": metrics,
+    })
+    (out_dir / f"eval_predictions{suffix}.jsonl").unlink(missing_ok=True)
+    append_jsonl(out_dir / f"eval_predictions{suffix}.jsonl", records)
+    _print_summary(task, tag, metrics, records, mismatches_printed, f"eval_predictions{suffix}.jsonl")
+    return metrics
+
+
+def _print_summary(task: Task, tag: str, metrics: dict, records: list[dict], shown: int, where: str) -> None:
+    mismatches = [r for r in records if r["scores"].get(task.headline_metric, 0.0) < 1.0]
+    lines = [f"[eval:{tag}] {len(records)} samples, accuracy ({task.headline_metric}) = {metrics['accuracy']:.3f}"]
+    lines += [f"  {k:<24} {v:.3f}" for k, v in metrics.items() if k != "accuracy"]
+    for r in mismatches[:shown]:
+        lines.append(f"  mismatch: expected {r['expected']!r}\n            got      {r['completion'][:200]!r}")
+    if len(mismatches) > shown:
+        lines.append(f"  ... {len(mismatches) - shown} more mismatches in {where}")
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,198 @@
+"""Generate function-calling rows in the design note's JSONL format.
+
+A row is one of three kinds, chosen at random:
+
+* single: one call, optional arguments present iff the query mentions them;
+* multi: the same function called 2-4 times with different values of one
+  argument ("What are the factorials of 5, 7 and 10?");
+* compound: two different functions, one query each, joined into one message.
+
+The prompt lists the needed function(s) plus distractors (2-5 in all, shuffled).
+Everything is driven by one seeded ``random.Random``, so the same seed always
+gives the same rows.
+
+CLI: ``python -m tasks.function_call.generate --out DIR --n N [--test-n M] [--seed S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from tasks.function_call.schemas import SCHEMAS, Param, Schema
+
+SYSTEM = "You are a helpful assistant with access to the following functions. Use them if required.\n\n"
+SOURCE = "ao_calib_generated"
+CONNECTORS = ("{a} Also: {b}", "{a} After that: {b}", "Two things. First: {a} Second: {b}", "{a}\n{b}",
+              "{a} And one more thing: {b}")
+
+
+def py_literal(value: Any) -> str:
+    """Python source for a literal value; strings use double quotes (JSON escaping is valid Python)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(py_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def format_call(name: str, args: dict[str, Any]) -> str:
+    """``name(arg=value, ...)`` as it appears in the ``answer`` field."""
+    return f"{name}(" + ", ".join(f"{k}={py_literal(v)}" for k, v in args.items()) + ")"
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def display(param: Param, value: Any) -> str:
+    """How a value is written inside a natural-language query."""
+    if isinstance(value, bool):
+        assert param.phrases is not None, "bool parameters need phrases"
+        return param.phrases[int(value)]
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return _join([display(param, v) for v in value])
+    return str(value)
+
+
+def _ordered(schema: Schema, args: dict[str, Any]) -> dict[str, Any]:
+    return {k: args[k] for k in schema.parameters if k in args}
+
+
+def single_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
+    """One query and its one call; picks a template group, which fixes the optional args used."""
+    optional = rng.choice(sorted(schema.templates))
+    names = schema.required + list(optional)
+    args = _ordered(schema, {k: schema.parameters[k].sample(rng) for k in names})
+    template = rng.choice(schema.templates[optional])
+    text = template.format(**{k: display(schema.parameters[k], v) for k, v in args.items()})
+    return text, [args]
+
+
+def multi_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
+    """One query asking for the same function on 2-4 distinct values of ``schema.multi_arg``."""
+    key = schema.multi_arg
+    assert key is not None
+    param = schema.parameters[key]
+    base = {k: schema.parameters[k].sample(rng) for k in schema.required}
+    want = rng.randint(2, 4)
+    values: list[Any] = []
+    for _ in range(50):
+        value = param.sample(rng)
+        if value not in values:
+            values.append(value)
+        if len(values) == want:
+            break
+    calls = [_ordered(schema, {**base, key: v}) for v in values]
+    shown = {k: display(schema.parameters[k], v) for k, v in base.items()}
+    shown[key] = _join([display(param, v) for v in values])
+    return rng.choice(schema.multi_templates).format(**shown), calls
+
+
+def make_row(rng: random.Random) -> dict[str, Any]:
+    """One complete row in the design note's format."""
+    kind = rng.random()
+    multi_capable = [s for s in SCHEMAS if s.multi_arg]
+    if kind < 0.2:
+        schema = rng.choice(multi_capable)
+        query, args = multi_call(schema, rng)
+        calls = [(schema, a) for a in args]
+    elif kind < 0.35:
+        first, second = rng.sample(SCHEMAS, 2)
+        qa, aa = single_call(first, rng)
+        qb, ab = single_call(second, rng)
+        query = rng.choice(CONNECTORS).format(a=qa, b=qb)
+        calls = [(first, aa[0]), (second, ab[0])]
+    else:
+        schema = rng.choice(SCHEMAS)
+        query, args = single_call(schema, rng)
+        calls = [(schema, args[0])]
+
+    needed = list(dict.fromkeys(s.name for s, _ in calls))
+    others = [s for s in SCHEMAS if s.name not in needed]
+    total = rng.randint(max(2, len(needed)), 5)
+    shown = [s for s in SCHEMAS if s.name in needed] + rng.sample(others, total - len(needed))
+    rng.shuffle(shown)
+    prompt = SYSTEM + json.dumps([s.definition() for s in shown], indent=2) + "\n\n" + query
+    primary = calls[0][0].name
+    return {
+        "prompt": prompt,
+        "answer": "\n".join(format_call(s.name, a) for s, a in calls),
+        "type": "tool_call",
+        "ground_truth": primary,
+        "ground_truth_text": primary,
+        "possible_boxed_answers": [s.name for s in shown],
+        "is_multi_answer": len(calls) > 1,
+        "confidence": 1.0,
+        "source": SOURCE,
+    }
+
+
+def generate_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` rows; deterministic in ``seed``."""
+    rng = random.Random(seed)
+    return [make_row(rng) for _ in range(n)]
+
+
+def generate_splits(n_train: int, n_test: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Train and test rows from separate random streams; no prompt appears in both.
+
+    Test rows are drawn first; train draws whose prompt is already in the test
+    split are skipped (and redrawn), so evaluation never scores a memorised prompt.
+    """
+    test = generate_rows(n_test, seed=hash_seed(seed, "test"))
+    held_out = {r["prompt"] for r in test}
+    rng = random.Random(hash_seed(seed, "train"))
+    train: list[dict[str, Any]] = []
+    for _ in range(50 * n_train + 1000):
+        if len(train) == n_train:
+            break
+        row = make_row(rng)
+        if row["prompt"] not in held_out:
+            train.append(row)
+    if len(train) < n_train:
+        raise RuntimeError(f"could only draw {len(train)} train rows disjoint from the test split")
+    return train, test
+
+
+def hash_seed(seed: int, tag: str) -> int:
+    """A stable derived seed (unlike ``hash()``, the same in every process)."""
+    return random.Random(f"{seed}/{tag}").getrandbits(64)
+
+
+def sample_texts(n: int = 200, seed: int = 0) -> list[str]:
+    """Prompt followed by answer for ``n`` rows: a small corpus for training a tokenizer."""
+    return [r["prompt"] + "\n" + r["answer"] for r in generate_rows(n, seed)]
+
+
+def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Generate Python-style function-calling data.")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--n", required=True, type=int, help="number of train rows")
+    parser.add_argument("--test-n", type=int, default=None, help="number of test rows (default max(20, N//10))")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.n < 0 or (args.test_n is not None and args.test_n < 0):
+        parser.error("row counts must be non-negative")
+    test_n = args.test_n if args.test_n is not None else max(20, args.n // 10)
+    train, test = generate_splits(args.n, test_n, args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(train, args.out / "train.jsonl")
+    write_jsonl(test, args.out / "test.jsonl")
+    print(f"wrote {len(train)} train rows to {args.out / 'train.jsonl'}")
+    print(f"wrote {len(test)} test rows to {args.out / 'test.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()

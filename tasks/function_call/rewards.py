@@ -1,0 +1,150 @@
+"""GRPO rewards for Python-style function calling (names as in the design note).
+
+Every reward has TRL's signature ``fn(completions, answer, **kwargs) -> list[float]``;
+``answer`` is the dataset column of expected calls, one per line. Other keyword
+arguments TRL passes (``prompts``, ``trainer_state``, ...) are ignored.
+
+Comparisons work on multisets, so call order does not matter but duplicates
+do. Argument values compare by value with Python's numeric rule (``5 == 5.0``)
+except that booleans only equal booleans (``True != 1``), because a model that
+writes ``1`` for a boolean flag has not got it right.
+
+Caveat kept from the spec: ``tool_call_params`` is 1.0 when neither side has any
+argument, so a zero-argument expected call would give it free credit; the
+generated data never contains such calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from tasks.function_call.parsing import completion_text, parse_calls
+
+Canon = tuple  # a hashable, canonical form of a value or a call
+
+
+def canonical_value(value: Any) -> Canon:
+    """Hashable form in which two values are equal iff they match under the reward's rule.
+
+    Integral floats become ints (so ``5`` and ``5.0`` coincide, even for huge
+    values); bools get their own tag; lists and tuples share one tag; dicts and
+    sets are sorted so their order does not matter.
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return ("num", int(value))
+        return ("num", value)
+    if isinstance(value, (int, complex)):
+        return ("num", value)
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("none",)
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(canonical_value(v) for v in value))
+    if isinstance(value, dict):
+        items = ((canonical_value(k), canonical_value(v)) for k, v in value.items())
+        return ("dict", tuple(sorted(items, key=repr)))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted((canonical_value(v) for v in value), key=repr)))
+    if isinstance(value, bytes):
+        return ("bytes", value)
+    return ("other", repr(value))
+
+
+@lru_cache(maxsize=8192)
+def _canonical_calls(text: str) -> tuple[tuple[str, tuple[tuple[str, Canon], ...]], ...]:
+    """Parse once and cache: TRL calls each reward on the same completions in turn.
+
+    Each call becomes ``(name, sorted((arg, canonical value)))``; the result is
+    fully immutable, so sharing it through the cache is safe.
+    """
+    return tuple(
+        (c.name, tuple(sorted(((k, canonical_value(v)) for k, v in c.args), key=lambda kv: kv[0])))
+        for c in parse_calls(text)
+    )
+
+
+def _f1(predicted: Counter, expected: Counter) -> float:
+    """Multiset F1 = 2·|P∩E| / (|P|+|E|); 1.0 when both are empty, 0.0 when one is."""
+    total = sum(predicted.values()) + sum(expected.values())
+    if total == 0:
+        return 1.0
+    overlap = sum((predicted & expected).values())
+    return 2.0 * overlap / total
+
+
+def score_completion(text: Any, answer: str) -> dict[str, float]:
+    """All five rewards for one completion (string or chat-message list) and its expected answer."""
+    pred = _canonical_calls(completion_text(text))
+    gold = _canonical_calls(answer if isinstance(answer, str) else completion_text(answer))
+    function = _f1(Counter(n for n, _ in pred), Counter(n for n, _ in gold))
+    params = _f1(
+        Counter((n, k, v) for n, args in pred for k, v in args),
+        Counter((n, k, v) for n, args in gold for k, v in args),
+    )
+    exact = 1.0 if Counter(pred) == Counter(gold) else 0.0
+    return {
+        "tool_call_parseable": 1.0 if pred else 0.0,
+        "tool_call_function": function,
+        "tool_call_params": params,
+        "tool_call_exact": exact,
+        "tool_call_overall": 0.4 * function + 0.4 * params + 0.2 * exact,
+    }
+
+
+def _answers(answer: Any, n: int) -> Sequence[str]:
+    """Align ``answer`` with the completions: a list as given, a single string repeated."""
+    if answer is None:
+        return [""] * n
+    if isinstance(answer, str):
+        return [answer] * n
+    answers = ["" if a is None else a for a in answer]
+    if len(answers) != n:
+        raise ValueError(f"got {n} completions but {len(answers)} answers")
+    return answers
+
+
+def _batch(key: str, completions: Iterable[Any], answer: Any) -> list[float]:
+    completions = list(completions)
+    return [score_completion(c, a)[key] for c, a in zip(completions, _answers(answer, len(completions)))]
+
+
+def tool_call_parseable(completions: Sequence[Any], answer: Any = None, **kwargs: Any) -> list[float]:
+    """1.0 if at least one call parses from the completion, else 0.0."""
+    return _batch("tool_call_parseable", completions, answer)
+
+
+def tool_call_function(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
+    """F1 between the multisets of predicted and expected function names."""
+    return _batch("tool_call_function", completions, answer)
+
+
+def tool_call_params(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
+    """F1 between the multisets of (function, argument, value) triples."""
+    return _batch("tool_call_params", completions, answer)
+
+
+def tool_call_exact(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
+    """1.0 iff the multisets of calls are equal (argument order ignored), else 0.0."""
+    return _batch("tool_call_exact", completions, answer)
+
+
+def tool_call_overall(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
+    """0.4·function + 0.4·params + 0.2·exact."""
+    return _batch("tool_call_overall", completions, answer)
+
+
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
+    "tool_call_parseable": tool_call_parseable,
+    "tool_call_function": tool_call_function,
+    "tool_call_params": tool_call_params,
+    "tool_call_exact": tool_call_exact,
+    "tool_call_overall": tool_call_overall,
+}

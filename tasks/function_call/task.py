@@ -1,0 +1,64 @@
+"""task=function_call: data, rewards and scoring wired into the runner's Task interface."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import datasets
+
+from ao_calib.errors import AOCalibError
+from ao_calib.io import atomic_write_text
+from ao_calib.task_api import RewardFn, Task, TaskData
+from tasks.function_call.data import load_rows
+from tasks.function_call.generate import generate_splits
+from tasks.function_call.rewards import REWARD_FUNCTIONS, score_completion
+
+log = logging.getLogger(__name__)
+
+
+class FunctionCallTask(Task):
+    name = "function_call"
+    headline_metric = "tool_call_exact"
+
+    def build_data(self, tokenizer) -> TaskData:
+        data_cfg = self.cfg.task.data
+        if data_cfg.train_path:
+            train_path = Path(data_cfg.train_path)
+            if not data_cfg.test_path:
+                raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
+            test_path = Path(data_cfg.test_path)
+        else:
+            train_path, test_path = self._generated_files()
+        train_rows, test_rows = load_rows(train_path), load_rows(test_path)
+        if data_cfg.max_train_samples:
+            train_rows = train_rows[: data_cfg.max_train_samples]
+        log.info("function_call data: %d train rows (%s), %d test rows (%s)",
+                 len(train_rows), train_path, len(test_rows), test_path)
+        return TaskData(train=_as_chat_dataset(train_rows), test=_as_chat_dataset(test_rows))
+
+    def _generated_files(self) -> tuple[Path, Path]:
+        """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
+        gen = self.cfg.task.data.generate
+        folder = Path(self.cfg.paths.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{gen.seed}"
+        train_path, test_path = folder / "train.jsonl", folder / "test.jsonl"
+        if not (train_path.exists() and test_path.exists()):
+            train_rows, test_rows = generate_splits(gen.n_train, gen.n_test, gen.seed)
+            folder.mkdir(parents=True, exist_ok=True)
+            for rows, path in ((test_rows, test_path), (train_rows, train_path)):
+                atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+        return train_path, test_path
+
+    def reward_functions(self) -> dict[str, RewardFn]:
+        return dict(REWARD_FUNCTIONS)
+
+    def score(self, completion: str, row: dict) -> dict[str, float]:
+        return score_completion(completion, row["answer"])
+
+
+def _as_chat_dataset(rows: list[dict]) -> datasets.Dataset:
+    # The seed's prompt already holds the system text, the function list and the query; it becomes one user turn,
+    # and the model's own chat template wraps it.
+    chat_rows = [{**row, "prompt": [{"role": "user", "content": row["prompt"]}]} for row in rows]
+    return datasets.Dataset.from_list(chat_rows)
