@@ -268,6 +268,8 @@ def unknown_keys(node, path: str = "") -> list[str]:
         allowed = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
         for key in node.keys():
             full = f"{path}{key}"
+            if path == "" and key == "hydra":  # Hydra's own node, present when composed with return_hydra_config
+                continue
             if allowed is not None and key not in allowed:
                 found.append(full)
                 continue

@@ -51,7 +51,8 @@ class AOGRPOTrainer(GRPOTrainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.model.training:
             # The weights in force, so a curriculum's phase switches are visible in metrics.jsonl.
-            logs.update({f"reward_weight/{n}": w for n, w in zip(self.reward_func_names, self.reward_weights.tolist())})
+            logs.update({f"reward_weight/{n}": round(w, 6)
+                         for n, w in zip(self.reward_func_names, self.reward_weights.tolist())})
         super().log(logs, start_time)
         if self._pending_samples and self.completions_path is not None:
             with self.completions_path.open("a") as f:

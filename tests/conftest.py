@@ -1,0 +1,42 @@
+"""Shared test set-up: an isolated cache (tiny models, generated data) and an offline environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_env(tmp_path_factory):
+    """Every test, and every subprocess it starts, uses one session cache and never reaches a hub."""
+    cache = tmp_path_factory.mktemp("ao_calib_cache")
+    patch = {
+        "AO_CALIB_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    old = {k: os.environ.get(k) for k in patch}
+    os.environ.update(patch)
+    os.environ.pop("WANDB_API_KEY", None)
+    yield cache
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs ``python -m ...`` from the project root, as a user would."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=timeout)

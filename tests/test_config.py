@@ -1,0 +1,106 @@
+"""Every config in every group composes and matches its schema; bad keys and values are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+
+from ao_calib.config import Config, unknown_keys
+from tests.conftest import CONF_DIR, run_cli
+
+GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def composed(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    return cfg
+
+
+def check_valid(cfg) -> None:
+    assert unknown_keys(cfg) == []
+    OmegaConf.resolve(cfg)
+    with open_dict(cfg):
+        cfg.pop("hydra")
+    assert OmegaConf.missing_keys(cfg) == set()
+    assert isinstance(OmegaConf.to_object(cfg), Config)
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes(group, option):
+    overrides = [f"{group}={option}"]
+    if group == "reward":  # reward mixes belong to the task they are named after
+        overrides.append("task=" + next(t for t in options("task") if option.startswith(t)))
+    check_valid(composed(overrides))
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_composes(experiment):
+    cfg = composed([f"experiment={experiment}"])
+    check_valid(cfg)
+    assert cfg.task.name == "function_call"
+
+
+def test_default_composition_is_the_headline_task():
+    cfg = composed([])
+    assert (cfg.task.name, cfg.model.name, cfg.trainer.name) == ("oracle", "qwen3_8b", "grpo")
+    assert cfg.reward.name == "oracle"
+
+
+def test_model_configs_carry_what_steering_needs():
+    for name in options("model"):
+        cfg = composed([f"model={name}"])
+        m = cfg.model
+        assert m.num_hidden_layers > 0 and m.hidden_size > 0 and m.decoder_layers_path
+        assert m.lora.rank > 0 and m.lora.target_modules
+        assert (m.hub_id is None) == (m.tiny is not None)
+    assert composed(["model=qwen3_8b"]).model.ao_lora_id.endswith("posttrain_Qwen3-8B")
+    assert "gemma-3-27b-it" in composed(["model=gemma3_27b"]).model.ao_lora_id
+
+
+def test_misspelt_key_is_rejected_with_its_name():
+    with pytest.raises(Exception, match="trainer.lrr"):
+        composed(["trainer.lrr=1"])
+
+
+def test_wrong_type_is_rejected_with_its_name():
+    with pytest.raises(Exception) as info:
+        composed(["trainer.lr=abc"])
+    assert "trainer.lr" in str(info.value) + str(info.value.__cause__)
+
+
+def test_appended_unknown_key_is_found():
+    cfg = composed(["+trainer.lrr=1", "+model.lora.rnak=3"])
+    assert sorted(unknown_keys(cfg)) == ["model.lora.rnak", "trainer.lrr"]
+
+
+def test_cli_rejects_misspelt_and_appended_keys():
+    for bad in ("trainer.lrr=1", "+trainer.lrr=1"):
+        result = run_cli("ao_calib.run", "experiment=function_call_tiny", bad, "hydra.run.dir=/tmp/ao_calib_never")
+        assert result.returncode != 0
+        assert "trainer.lrr" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_unbuilt_task_fails_with_a_clear_message():
+    result = run_cli("ao_calib.run", "hydra.run.dir=/tmp/ao_calib_never")  # default task=oracle
+    assert result.returncode == 2
+    assert "task=oracle is not implemented yet" in result.stderr
+    assert "experiment=quickstart" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_real_model_without_gpu_or_hub_stops_at_once():
+    result = run_cli("ao_calib.run", "task=function_call", "model=qwen3_8b", "hydra.run.dir=/tmp/ao_calib_never",
+                     timeout=60)
+    assert result.returncode == 2
+    assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
+    assert "experiment=quickstart" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,108 @@
+"""End to end, as a user runs it: GRPO on the tiny Qwen3, the eval CLI, resuming, a sweep and its report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+
+CURRICULUM = ("reward.phases=[{until_step:2,weights:{tool_call_function:0.8,tool_call_parseable:0.2}},"
+              "{until_step:null,weights:{tool_call_exact:1.0}}]")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "r"
+    assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=3",
+                      "reward=function_call_progressive", CURRICULUM, "logger=wandb", f"hydra.run.dir={out}"))
+    return out
+
+
+def test_run_directory_is_complete(run_dir):
+    for name in (".hydra/config.yaml", ".hydra/overrides.yaml", "metrics.jsonl", "completions.jsonl",
+                 "eval.json", "eval_predictions.jsonl", "summary.json", "adapter/adapter_config.json",
+                 "checkpoints/checkpoint-2/adapter_model.safetensors", "checkpoints/checkpoint-3/optimizer.pt"):
+        assert (run_dir / name).exists(), name
+    config = yaml.safe_load((run_dir / ".hydra/config.yaml").read_text())
+    assert config["model"]["name"] == "tiny_qwen3" and config["trainer"]["max_steps"] == 3
+
+
+def test_metrics_hold_every_reward_component_each_step(run_dir):
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "reward" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        for name in ("tool_call_function", "tool_call_parseable", "tool_call_exact"):
+            assert f"rewards/{name}/mean" in r and f"rewards/{name}/std" in r
+        assert {"loss", "kl", "learning_rate", "completions/mean_length"} <= r.keys()
+
+
+def test_curriculum_switches_weights_within_the_run(run_dir):
+    weights = {r["step"]: {k.split("/")[1]: v for k, v in r.items() if k.startswith("reward_weight/")}
+               for r in read_jsonl(run_dir / "metrics.jsonl") if "reward" in r}
+    assert weights[1] == {"tool_call_function": 0.8, "tool_call_parseable": 0.2,
+                          "tool_call_exact": 0.0}
+    assert weights[3] == {"tool_call_function": 0.0, "tool_call_parseable": 0.0, "tool_call_exact": 1.0}
+
+
+def test_completions_are_sampled_with_component_rewards(run_dir):
+    samples = read_jsonl(run_dir / "completions.jsonl")
+    assert len(samples) == 3 * 4  # completions_logged_per_step per generation batch
+    for s in samples:
+        assert set(s["rewards"]) == {"tool_call_function", "tool_call_parseable", "tool_call_exact"}
+        assert isinstance(s["completion"], list) and s["prompt"][0]["role"] == "user"
+
+
+def test_summary_and_eval(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["wall_time_s"] > 0 and summary["git_commit"]
+    assert summary["wandb_run_id"]  # offline wandb: no API key in the test environment
+    assert "reward" in summary["final_metrics"]
+    eval_json = json.loads((run_dir / "eval.json").read_text())
+    assert eval_json["num_samples"] == 8
+    assert {"accuracy", "tool_call_exact", "tool_call_function", "tool_call_params"} <= eval_json["metrics"].keys()
+    assert len(read_jsonl(run_dir / "eval_predictions.jsonl")) == 8
+
+
+def test_eval_cli_on_a_saved_run(run_dir):
+    result = run_cli("ao_calib.eval", f"run_dir={run_dir}", "num_samples=3", "tag=cli")
+    assert_ok(result)
+    assert "[eval:cli] 3 samples" in result.stdout
+    assert json.loads((run_dir / "eval_cli.json").read_text())["num_samples"] == 3
+    bad = run_cli("ao_calib.eval", f"run_dir={run_dir / 'nope'}")
+    assert bad.returncode == 2 and "not a run directory" in bad.stderr
+
+
+def test_resume_continues_from_the_latest_checkpoint(run_dir):
+    assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=4",
+                      "trainer.resume_from_checkpoint=latest", "eval.enabled=false", f"hydra.run.dir={run_dir}"))
+    steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if "reward" in r]
+    assert steps == [1, 2, 3, 4]  # step 4 trained after resuming from checkpoint-3, not from scratch
+
+
+def test_sweep_then_report(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_cli("ao_calib.run", "-m", "experiment=function_call_tiny", "trainer.max_steps=2",
+                     "trainer.lr=1e-5,3e-5", "eval.num_samples=2", f"hydra.sweep.dir={sweep}")
+    assert_ok(result)
+    jobs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").exists())
+    assert jobs == ["experiment=function_call_tiny,trainer.lr=1e-5,trainer.max_steps=2,eval.num_samples=2",
+                    "experiment=function_call_tiny,trainer.lr=3e-5,trainer.max_steps=2,eval.num_samples=2"] or \
+        len(jobs) == 2 and all("trainer.lr=" in j for j in jobs)
+    assert (sweep / "report.md").exists() and (sweep / "report.csv").exists()  # written when the sweep ended
+    report = run_cli("ao_calib.report", str(sweep), "--out", str(tmp_path / "report"))
+    assert_ok(report)
+    assert "trainer.lr" in report.stdout and "completed" in report.stdout
+    assert (tmp_path / "report" / "reward_curves.png").stat().st_size > 0
