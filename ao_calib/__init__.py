@@ -1,0 +1,5 @@
+"""ao_calib: Hydra-configured RL fine-tuning of LLMs (calibrated Activation Oracles, tool and function calling)."""
+
+# Importing the package registers the structured config schemas, so any Hydra compose (the CLI, tests,
+# benchmarks, notebooks) validates against them.
+from ao_calib import config as _config  # noqa: F401

@@ -106,3 +106,22 @@ def test_sweep_then_report(tmp_path):
     assert_ok(report)
     assert "trainer.lr" in report.stdout and "completed" in report.stdout
     assert (tmp_path / "report" / "reward_curves.png").stat().st_size > 0
+
+
+def test_gemma3_layout_trains_too(tmp_path):
+    out = tmp_path / "gemma"
+    assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "model=tiny_gemma3", "trainer.max_steps=1",
+                      "eval.num_samples=2", f"hydra.run.dir={out}"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and "rewards/tool_call_exact/mean" in summary["final_metrics"]
+
+
+def test_optuna_search_runs_trials(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep = tmp_path / "optuna"
+    assert_ok(run_cli("ao_calib.run", "-m", "experiment=function_call_tiny", "hparams_search=function_call_optuna",
+                      "hydra.sweeper.n_trials=2", "trainer.max_steps=1", "eval.num_samples=2",
+                      f"hydra.sweep.dir={sweep}"))
+    trials = [p for p in sweep.iterdir() if (p / "summary.json").exists()]
+    assert len(trials) == 2
+    assert "best_params" in (sweep / "optimization_results.yaml").read_text()

@@ -1,0 +1,27 @@
+"""Shared helpers for benchmark scripts: the device in words, and BENCHMARKS.md sections by marker."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+from pathlib import Path
+
+import torch
+
+
+def device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+
+
+def update_benchmarks(path: Path, section: str, table: list[str], command: str) -> None:
+    """Replaces (or appends) the block between ``<!-- bench:section -->`` markers, leaving the rest as it is."""
+    begin, end = f"<!-- bench:{section} -->", f"<!-- /bench:{section} -->"
+    block = "\n".join([begin, f"Measured {time.strftime('%Y-%m-%d')} with `{command}`.", "", *table, end])
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
