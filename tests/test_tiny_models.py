@@ -17,13 +17,8 @@ from safetensors.torch import load_file
 
 from ao_calib import tiny_models
 from ao_calib.tiny_corpus import corpus_texts
-from ao_calib.tiny_models import (
-    DECODER_LAYERS_PATH,
-    TinyModelSpec,
-    ensure_tiny_model,
-    get_decoder_layers,
-    tiny_model_key,
-)
+from ao_calib.layout import DECODER_LAYERS_PATH, get_decoder_layers
+from ao_calib.tiny_models import TinyModelSpec, ensure_tiny_model, tiny_model_key
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
