@@ -71,7 +71,8 @@ def apply_steering(hidden: torch.Tensor, batch: SteeringBatch, mode: str, coeffi
     cols = batch.positions.to(hidden.device)[rows, slots]
     h = hidden[rows, cols]
     direction = F.normalize(batch.vectors.to(hidden.device)[rows, slots].float(), dim=-1).to(hidden.dtype)
-    injected = coefficient * h.norm(dim=-1, keepdim=True) * direction
+    # As in the reference, the injected term is detached: gradients reach h through the residual path only.
+    injected = (coefficient * h.norm(dim=-1, keepdim=True) * direction).detach()
     new = h + injected if mode == "add" else injected
     return hidden.index_put((rows, cols), new)
 
