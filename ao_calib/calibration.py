@@ -35,5 +35,14 @@ def calibration_reward(informativeness: float, confidence: float, lam: float) ->
     return informativeness - lam * (confidence / 100.0 - informativeness) ** 2
 
 
+def tagged_reward(informativeness: float, status: EpistemicStatus, lam: float, unparsed_margin: float | None
+                  ) -> float:
+    """The calibration reward of a parsed completion; an untagged one scores ``−λ − margin``, below any tagged
+    answer (``unparsed_margin=None`` keeps the seed's rule: the formula with confidence 50)."""
+    if not status.parsed and unparsed_margin is not None:
+        return -lam - unparsed_margin
+    return calibration_reward(informativeness, status.confidence, lam)
+
+
 def brier_term(informativeness: float, confidence: float) -> float:
     return (confidence / 100.0 - informativeness) ** 2

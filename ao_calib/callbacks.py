@@ -27,14 +27,15 @@ def _jsonable(value):
 class MetricsFileCallback(TrainerCallback):
     """Appends every logged dict (all TRL metrics, each reward component) to ``metrics.jsonl``, one line a step."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, stage: str = "train"):
         self.path = Path(path)
+        self.stage = stage
         self.last: dict = {}
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        record = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        record = {"step": state.global_step, "stage": self.stage, **{k: _jsonable(v) for k, v in logs.items()}}
         self.last.update(record)
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
@@ -45,12 +46,13 @@ class RewardProgressCallback(TrainerCallback):
 
     SHOWN = (("reward", "reward"), ("loss", "loss"), ("kl", "kl"))
 
-    def __init__(self):
+    def __init__(self, desc: str = "train"):
         self.bar = None
+        self.desc = desc
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", dynamic_ncols=True)
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=self.desc, dynamic_ncols=True)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bar is not None:

@@ -100,9 +100,55 @@ class FunctionCallTaskConfig(TaskConfig):
 
 
 @dataclass
+class OracleGeneratedDataConfig:
+    """The offline generator of prompts with known yes/no answers (tasks.oracle.synthetic)."""
+
+    n_train_prompts: int = 400
+    n_test_prompts: int = 100
+    questions_per_prompt: int = 3
+    kinds: list[str] = field(default_factory=lambda: ["topic", "mood", "city"])
+    seed: int = 0
+
+
+@dataclass
+class OracleDataConfig:
+    # JSONL rows with prompt, question and answer ("Yes"/"No"); null -> generated data
+    train_path: Optional[str] = None
+    test_path: Optional[str] = None
+    generate: OracleGeneratedDataConfig = field(default_factory=OracleGeneratedDataConfig)
+    max_train_samples: Optional[int] = None
+
+
+@dataclass
+class OracleActivationsConfig:
+    """Which activations of the target prompt the oracle reads (see ao_calib.activations.PositionRule)."""
+
+    positions: str = "last_k"  # last_k | window | full
+    k: int = 10
+    window_min: int = 1
+    window_max: int = 10
+    batch_size: int = 16
+    cache: bool = True
+
+
+@dataclass
 class OracleTaskConfig(TaskConfig):
     name: str = "oracle"
     layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
+    data: OracleDataConfig = field(default_factory=OracleDataConfig)
+    activations: OracleActivationsConfig = field(default_factory=OracleActivationsConfig)
+    injection_layer: int = 1
+    steering_coefficient: float = 1.0
+    lam: float = 0.5  # λ in informativeness − λ·(confidence/100 − informativeness)²
+    # Reward of a completion without a valid tag: −λ − margin, below every tagged answer. null: the seed's rule
+    # (confidence 50 in the formula), under which a broken tag beats a confidently wrong answer, and GRPO
+    # learns to drop the tag.
+    unparsed_margin: Optional[float] = 0.5
+    # SFT targets carry a confidence drawn from these, independent of correctness: the warm-up teaches the
+    # format, and calibration is left to GRPO.
+    sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
+    # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
+    eval_control: bool = True
 
 
 @dataclass
@@ -191,6 +237,21 @@ class GRPOTrainerConfig(TrainerConfig):
     completions_logged_per_step: int = 4
 
 
+@dataclass
+class SFTTrainerConfig(TrainerConfig):
+    """Supervised fine-tuning on prompt -> completion pairs, loss on completion tokens only (TRL SFTTrainer)."""
+
+    name: str = "sft"
+    lr: float = 1e-5
+    max_steps: int = 800
+    batch_size: int = 8
+    micro_batch_size: Optional[int] = None
+    max_length: int = 512
+    save_steps: int = 200
+    logging_steps: int = 50
+    lr_scheduler_type: str = "linear"
+
+
 # ------------------------------------------------------------------------------------- logger / paths
 
 
@@ -216,6 +277,7 @@ class PathsConfig:
 class EvalConfig:
     enabled: bool = True
     initial: bool = False  # also evaluate before training
+    after_warmup: bool = True  # evaluate after the warm-up stage too (eval_warmup.json)
     num_samples: Optional[int] = None  # null: the whole held-out split
     batch_size: int = 16
     max_new_tokens: Optional[int] = None  # null: the trainer's max_completion_length
@@ -232,6 +294,8 @@ class Config:
     logger: LoggerConfig = MISSING
     paths: PathsConfig = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
+    # An SFT stage run before ``trainer`` on the same adapter (e.g. format warm-up before GRPO); null: none.
+    warmup: Optional[SFTTrainerConfig] = None
     run_name: str = "${task.name}-${model.name}-${trainer.name}"
 
 
@@ -245,6 +309,8 @@ def register_configs() -> None:
     cs.store(group="reward", name="reward_schema", node=RewardConfig)
     cs.store(group="judge", name="judge_schema", node=JudgeConfig)
     cs.store(group="trainer", name="grpo_schema", node=GRPOTrainerConfig)
+    cs.store(group="trainer", name="sft_schema", node=SFTTrainerConfig)
+    cs.store(group="warmup", name="sft_warmup_schema", node=SFTTrainerConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="paths", name="paths_schema", node=PathsConfig)
 

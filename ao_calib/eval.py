@@ -54,12 +54,12 @@ def run_eval(args: EvalArgs) -> dict:
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
     model = models.load_trained_model(cfg.model, source, adapter)
-    data = task.build_data(tokenizer)
+    data = task.build_data(tokenizer, model)
     return evaluate(
         task, model, tokenizer, data.test,
         num_samples=args.num_samples or cfg.eval.num_samples,
         batch_size=args.batch_size or cfg.eval.batch_size,
-        max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.max_completion_length,
+        max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         out_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -15,12 +16,13 @@ log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def generate_completions(model, tokenizer, prompts: list[list[dict]], *, chat_template_kwargs: dict,
-                         max_new_tokens: int, batch_size: int, desc: str = "eval") -> list[str]:
-    """Greedy completions for chat prompts, batched with left padding."""
+def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
+                         batch_size: int, steering=None, control: bool = False, desc: str = "eval") -> list[str]:
+    """Greedy completions for the rows' chat prompts, batched with left padding; with ``steering``, each row's
+    activations (or, for ``control``, another prompt's) are injected during the prefill."""
     texts = [
-        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
-        for p in prompts
+        tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
+        for r in rows
     ]
     device = next(model.parameters()).device
     was_training, padding_side = model.training, tokenizer.padding_side
@@ -31,8 +33,13 @@ def generate_completions(model, tokenizer, prompts: list[list[dict]], *, chat_te
         for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False):
             batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
                               add_special_tokens=False).to(device)
-            out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
+            context = contextlib.nullcontext()
+            if steering is not None:
+                injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"], control=control)
+                context = steering.context(model, injected, "eval")
+            with context:
+                out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id)
             completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     finally:
         tokenizer.padding_side = padding_side
@@ -44,28 +51,33 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
              max_new_tokens: int, chat_template_kwargs: dict, out_dir: Path, tag: str = "final",
              mismatches_printed: int = 3) -> dict:
     """Scores the model on the held-out split; writes ``eval.json`` (``eval_<tag>.json`` for other tags) and
-    every prediction to ``eval_predictions[_<tag>].jsonl``. Returns the metrics."""
+    every prediction to ``eval_predictions[_<tag>].jsonl``. Task variants (a control) are scored beside it.
+    Returns the main metrics."""
     rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
-    completions = generate_completions(model, tokenizer, [r["prompt"] for r in rows],
-                                       chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
-                                       batch_size=batch_size, desc=f"eval ({tag})")
-    records = []
-    for row, completion in zip(rows, completions):
-        scores = task.score(completion, row)
-        records.append({"prompt": row["prompt"][-1]["content"], "completion": completion,
-                        "expected": task.reference_output(row), "scores": scores})
-    keys = sorted({k for r in records for k in r["scores"]})
-    metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
-    metrics["accuracy"] = metrics.get(task.headline_metric, 0.0)
     suffix = "" if tag == "final" else f"_{tag}"
-    write_json(out_dir / f"eval{suffix}.json", {
-        "tag": tag, "task": task.name, "num_samples": len(records), "headline_metric": task.headline_metric,
-        "metrics": metrics,
-    })
-    (out_dir / f"eval_predictions{suffix}.jsonl").unlink(missing_ok=True)
-    append_jsonl(out_dir / f"eval_predictions{suffix}.jsonl", records)
-    _print_summary(task, tag, metrics, records, mismatches_printed, f"eval_predictions{suffix}.jsonl")
-    return metrics
+    report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric}
+    for variant in ["main", *task.eval_variants()]:
+        name = tag if variant == "main" else f"{tag}_{variant}"
+        completions = generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
+                                           max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                           steering=task.steering(), control=variant == "control",
+                                           desc=f"eval ({name})")
+        records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
+                    "expected": task.reference_output(row), "scores": task.score(completion, row)}
+                   for row, completion in zip(rows, completions)]
+        metrics = task.aggregate(records, out_dir, name)
+        predictions = out_dir / f"eval_predictions{suffix}{'' if variant == 'main' else '_' + variant}.jsonl"
+        predictions.unlink(missing_ok=True)
+        append_jsonl(predictions, records)
+        if variant == "main":
+            report["metrics"] = metrics
+            _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
+        else:
+            report.setdefault("variants", {})[variant] = metrics
+            print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
+                  flush=True)
+    write_json(out_dir / f"eval{suffix}.json", report)
+    return report["metrics"]
 
 
 def _print_summary(task: Task, tag: str, metrics: dict, records: list[dict], shown: int, where: str) -> None:

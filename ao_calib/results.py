@@ -57,9 +57,10 @@ class RunSummary:
 def print_final_screen(summary: dict) -> None:
     fm, em = summary["final_metrics"], summary["eval_metrics"]
     rewards = {k.split("/")[1]: v for k, v in fm.items() if k.startswith("rewards/") and k.endswith("/mean")}
+    headline = (f" final train reward {fm['reward']:.3f}" if fm.get("reward") is not None
+                else f" final train loss {fm.get('train_loss', fm.get('loss', float('nan'))):.3f}")
     lines = ["", "=" * 72, f" run {summary['status']} in {summary['wall_time_s']:.0f}s",
-             f" final train reward {fm.get('reward', float('nan')):.3f}"
-             + "".join(f" | {k} {v:.3f}" for k, v in rewards.items() if v is not None)]
+             headline + "".join(f" | {k} {v:.3f}" for k, v in rewards.items() if v is not None)]
     if em:
         lines.append(" eval: " + " | ".join(f"{k} {v:.3f}" for k, v in em.items()))
     lines += [f" run directory: {summary['run_dir']}",

@@ -5,6 +5,7 @@ Heavy libraries are imported inside ``train`` so ``--help`` and config compositi
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
@@ -38,19 +39,25 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         tokenizer = models.load_tokenizer(source)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer,
                                    task.pretrained_adapter())
-        data = task.build_data(tokenizer)
-        schedule = build_reward_schedule(cfg.reward, task.reward_functions())
+        data = task.build_data(tokenizer, model)
+        reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
+        schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
         summary.wandb_run_id = results.init_wandb(cfg, run_dir)
-        eval_kwargs = _eval_kwargs(cfg, run_dir)
+        evaluate_as = functools.partial(evaluate, task, model, tokenizer, data.test, **_eval_kwargs(cfg, run_dir))
         if cfg.eval.enabled and cfg.eval.initial:
-            evaluate(task, model, tokenizer, data.test, tag="initial", **eval_kwargs)
-        trainer = build_trainer(cfg, model, tokenizer, data, schedule, task.reward_functions(), run_dir,
-                                report_to_wandb=summary.wandb_run_id is not None)
+            evaluate_as(tag="initial")
         summary.write("running")
-        trainer.train(resume_from_checkpoint=latest_checkpoint(cfg.trainer.resume_from_checkpoint, run_dir))
+        for stage_name, stage in _stages(cfg):
+            trainer = build_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir,
+                                    steering=task.steering(), report_to_wandb=summary.wandb_run_id is not None,
+                                    stage_name=stage_name)
+            resume = latest_checkpoint(stage.resume_from_checkpoint, run_dir) if stage_name == "train" else None
+            trainer.train(resume_from_checkpoint=resume)
+            if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
+                evaluate_as(tag=stage_name)
         trainer.save_model(str(run_dir / "adapter"))
         tokenizer.save_pretrained(str(run_dir / "adapter"))
-        eval_metrics = evaluate(task, model, tokenizer, data.test, **eval_kwargs) if cfg.eval.enabled else {}
+        eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics)
     except BaseException as exc:
         summary.write("failed", error=f"{type(exc).__name__}: {exc}")
@@ -61,11 +68,16 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     return final
 
 
+def _stages(cfg: DictConfig) -> list[tuple[str, DictConfig]]:
+    """An optional warm-up SFT stage, then the configured trainer, on the same adapter."""
+    return ([("warmup", cfg.warmup)] if cfg.warmup is not None else []) + [("train", cfg.trainer)]
+
+
 def _eval_kwargs(cfg: DictConfig, run_dir: Path) -> dict:
     return {
         "num_samples": cfg.eval.num_samples,
         "batch_size": cfg.eval.batch_size,
-        "max_new_tokens": cfg.eval.max_new_tokens or cfg.trainer.max_completion_length,
+        "max_new_tokens": cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
         "chat_template_kwargs": OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         "out_dir": run_dir,
         "mismatches_printed": cfg.eval.mismatches_printed,

@@ -38,7 +38,23 @@ class Task(ABC):
         return None
 
     @abstractmethod
-    def build_data(self, tokenizer) -> TaskData: ...
+    def build_data(self, tokenizer, model) -> TaskData:
+        """Train/test rows; ``model`` is there for tasks that need the base model's activations."""
+
+    def steering(self):
+        """An ``ao_calib.oracle_steering.ActivationSteering`` when the task injects activations, else None."""
+        return None
+
+    def eval_variants(self) -> list[str]:
+        """Extra evaluation passes besides the plain one (e.g. a control with other prompts' activations)."""
+        return []
+
+    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
+        """Metrics over all evaluated samples; by default the mean of every per-sample score."""
+        keys = sorted({k for r in records for k in r["scores"]})
+        metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
+        metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
+        return metrics
 
     @abstractmethod
     def reward_functions(self) -> dict[str, RewardFn]:
@@ -53,11 +69,11 @@ class Task(ABC):
         return str(row.get("answer", ""))
 
 
-_TASKS = {"function_call": "tasks.function_call.task:FunctionCallTask"}
-_PLANNED = {
-    "oracle": "the Activation Oracle issues (#3 core, #4 judge/eval)",
-    "tool_json": "the JSON tool-calling issue (#5)",
+_TASKS = {
+    "function_call": "tasks.function_call.task:FunctionCallTask",
+    "oracle": "tasks.oracle.task:OracleTask",
 }
+_PLANNED = {"tool_json": "the JSON tool-calling issue (#5)"}
 
 
 def get_task(cfg: DictConfig) -> Task:

@@ -30,13 +30,14 @@ from ao_calib.chat_templates import CHAT_TEMPLATES
 from ao_calib.tiny_corpus import corpus_texts
 
 # Bump when the build procedure changes in a way the hash inputs do not capture.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 3
+# Target std of the initial logits. A random model's final RMSNorm caps logits at about
+# sqrt(hidden) * initializer_range (~0.16 here): a near-uniform next-token distribution that a LoRA cannot sharpen,
+# since the norm weight and the tied embeddings stay frozen. Real checkpoints have large trained norm weights;
+# scaling the tiny model's final norm gives it logits on a realistic scale.
+LOGIT_STD = 2.0
 
 FAMILIES = ("qwen3", "gemma3")
-
-# Where the decoder layers live, relative to the object `AutoModelForCausalLM.from_pretrained`
-# returns (before any peft wrapping). For gemma3 that object is Gemma3ForConditionalGeneration,
-# whose text decoder sits next to the SigLIP vision tower inside `Gemma3Model`.
 
 # Written last into a build directory; a cache entry without it is never used.
 _COMPLETE_MARKER = ".tiny_model_complete.json"
@@ -81,6 +82,7 @@ def tiny_model_key(spec: TinyModelSpec, texts: list[str] | None = None) -> str:
         "corpus": hashlib.sha256("\x00".join(texts).encode()).hexdigest(),
         "template": CHAT_TEMPLATES.get(spec.family, ""),
         "builder": BUILDER_VERSION,
+        "logit_std": LOGIT_STD,
         # The on-disk format follows transformers; rebuilding after an upgrade costs seconds.
         "transformers": transformers.__version__,
     }
@@ -200,7 +202,17 @@ def _init_model(spec: TinyModelSpec, config: object) -> torch.nn.Module:
         # Same class resolution as from_pretrained, so the tiny model is built as the class the
         # real checkpoint loads as (Gemma3ForConditionalGeneration for model_type "gemma3").
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    _scale_final_norm(model, spec)
     return model.to(torch.float32).eval()
+
+
+@torch.no_grad()
+def _scale_final_norm(model: torch.nn.Module, spec: TinyModelSpec) -> None:
+    text = model.config.get_text_config()
+    scale = LOGIT_STD / (spec.hidden_size**0.5 * text.initializer_range)
+    stack = model.model.language_model if spec.family == "gemma3" else model.model
+    # Gemma's RMSNorm multiplies by (1 + weight); Qwen3's by weight.
+    stack.norm.weight.fill_(scale - 1.0 if spec.family == "gemma3" else scale)
 
 
 def _qwen3_config(spec: TinyModelSpec, ids: dict[str, int]) -> object:

@@ -44,18 +44,18 @@ def main() -> None:
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
     base = models.load_base_model(cfg.model, source)
-    data = task.build_data(tokenizer)
+    data = task.build_data(tokenizer, base)
     reward_fns = task.reward_functions()
     schedule = build_reward_schedule(cfg.reward, reward_fns)
 
     def ours(out: Path):
         model = models.attach_lora(copy.deepcopy(base), cfg.model, cfg.trainer)
-        return build_trainer(cfg, model, tokenizer, data, schedule, reward_fns, out, report_to_wandb=False)
+        return build_trainer(cfg, cfg.trainer, model, tokenizer, data, schedule, reward_fns, out)
 
     def plain(out: Path):
         model = models.attach_lora(copy.deepcopy(base), cfg.model, cfg.trainer)
         return GRPOTrainer(model=model, reward_funcs=[reward_fns[n] for n in schedule.names],
-                           args=build_grpo_config(cfg, out / "checkpoints", schedule.weights_at(0)),
+                           args=build_grpo_config(cfg, cfg.trainer, out / "checkpoints", schedule.weights_at(0)),
                            train_dataset=data.train, processing_class=tokenizer)
 
     times: dict[str, list[float]] = {"ao_calib": [], "trl": []}

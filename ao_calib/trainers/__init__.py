@@ -1,4 +1,4 @@
-"""Trainer construction by ``trainer.name``; every trainer takes any task."""
+"""Trainer construction by stage config name; every trainer takes any task."""
 
 from __future__ import annotations
 
@@ -13,21 +13,24 @@ from ao_calib.errors import AOCalibError
 log = logging.getLogger(__name__)
 
 
-def build_trainer(cfg: DictConfig, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *,
-                  report_to_wandb: bool):
+def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *,
+                  steering=None, report_to_wandb: bool = False, stage_name: str = "train"):
+    """A TRL trainer for one stage (``cfg.trainer`` or ``cfg.warmup``), writing into ``run_dir``."""
     from transformers.trainer_callback import ProgressCallback
 
     from ao_calib.trainers.grpo import build_grpo_trainer
+    from ao_calib.trainers.sft import build_sft_trainer
 
-    builders = {"grpo": build_grpo_trainer}
-    if cfg.trainer.name not in builders:
-        raise AOCalibError(f"trainer={cfg.trainer.name} is not available; choose one of {sorted(builders)}")
-    metrics_file = MetricsFileCallback(run_dir / "metrics.jsonl")
-    trainer = builders[cfg.trainer.name](cfg, model, tokenizer, data, schedule, reward_fns, run_dir,
-                                         callbacks=[metrics_file], report_to_wandb=report_to_wandb)
+    builders = {"grpo": build_grpo_trainer, "sft": build_sft_trainer}
+    if stage.name not in builders:
+        raise AOCalibError(f"trainer={stage.name} is not available; choose one of {sorted(builders)}")
+    metrics_file = MetricsFileCallback(run_dir / "metrics.jsonl", stage=stage_name)
+    out_dir = run_dir if stage_name == "train" else run_dir / stage_name
+    trainer = builders[stage.name](cfg, stage, model, tokenizer, data, schedule, reward_fns, out_dir,
+                                   callbacks=[metrics_file], report_to_wandb=report_to_wandb, steering=steering)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(RewardProgressCallback())
-    if len(schedule.phases) > 1:
+    trainer.add_callback(RewardProgressCallback(desc=stage_name))
+    if stage.name == "grpo" and len(schedule.phases) > 1:
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))
     trainer.metrics_file = metrics_file
     return trainer

@@ -61,11 +61,8 @@ class AOGRPOTrainer(GRPOTrainer):
             self._pending_samples.clear()
 
 
-def build_grpo_config(cfg: DictConfig, output_dir: Path, reward_weights: tuple[float, ...],
+def build_grpo_config(cfg: DictConfig, t: DictConfig, output_dir: Path, reward_weights: tuple[float, ...],
                       report_to_wandb: bool = False) -> GRPOConfig:
-    t = cfg.trainer
-    if t.use_vllm and cfg.task.name == "oracle":
-        raise AOCalibError("trainer.use_vllm=true cannot run with task=oracle: vLLM cannot run the steering hooks")
     completions_per_step = t.batch_size * t.num_generations
     micro = t.micro_batch_size or completions_per_step
     if completions_per_step % micro:
@@ -110,10 +107,20 @@ def build_grpo_config(cfg: DictConfig, output_dir: Path, reward_weights: tuple[f
     )
 
 
-def build_grpo_trainer(cfg, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
-                       report_to_wandb: bool = False) -> AOGRPOTrainer:
-    args = build_grpo_config(cfg, run_dir / "checkpoints", schedule.weights_at(0), report_to_wandb)
-    return AOGRPOTrainer(
+def build_grpo_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
+                       report_to_wandb: bool = False, steering=None) -> AOGRPOTrainer:
+    if steering is not None and stage.use_vllm:
+        raise AOCalibError(f"trainer.use_vllm=true cannot run with task={cfg.task.name}: vLLM cannot run the "
+                           "activation-steering hooks; set trainer.use_vllm=false")
+    args = build_grpo_config(cfg, stage, run_dir / "checkpoints", schedule.weights_at(0), report_to_wandb)
+    extra = {}
+    if steering is not None:
+        from ao_calib.trainers.steered_grpo import SteeredGRPOTrainer
+
+        trainer_cls, extra = SteeredGRPOTrainer, {"steering": steering}
+    else:
+        trainer_cls = AOGRPOTrainer
+    return trainer_cls(
         model=model,
         reward_funcs=[reward_fns[name] for name in schedule.names],
         args=args,
@@ -121,5 +128,6 @@ def build_grpo_trainer(cfg, model, tokenizer, data, schedule, reward_fns, run_di
         processing_class=tokenizer,
         callbacks=callbacks,
         completions_path=run_dir / "completions.jsonl",
-        completions_per_step=cfg.trainer.completions_logged_per_step,
+        completions_per_step=stage.completions_logged_per_step,
+        **extra,
     )

@@ -18,6 +18,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from ao_calib.completions import completion_text  # noqa: F401  (part of this module's API)
+
 MAX_TEXT_CHARS = 20_000
 """Longer texts are truncated before parsing, so one huge completion cannot stall a training step."""
 
@@ -41,45 +43,6 @@ class Call:
     def kwargs(self) -> dict[str, Any]:
         """The arguments as a dict (keys as in ``args``)."""
         return dict(self.args)
-
-
-def completion_text(completion: Any) -> str:
-    """Return the text of a completion given as a string or a chat-message list.
-
-    TRL passes plain strings for standard datasets and lists of messages
-    (``[{"role": "assistant", "content": "..."}]``) for conversational ones.
-    Assistant messages are joined with newlines (all messages when none has an
-    assistant role); content given as a list of parts keeps its text parts.
-    """
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return _content_text(completion.get("content"))
-    if isinstance(completion, (list, tuple)):
-        messages = [m for m in completion if isinstance(m, dict)]
-        assistant = [m for m in messages if m.get("role") == "assistant"]
-        chosen = assistant or messages
-        return "\n".join(_content_text(m.get("content")) for m in chosen)
-    return str(completion)
-
-
-def _content_text(content: Any) -> str:
-    """Text of a message's content: a string, or a list of ``{"type": "text", "text": ...}`` parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return str(content)
 
 
 def parse_calls(text: str) -> list[Call]:

@@ -22,7 +22,7 @@ class FunctionCallTask(Task):
     name = "function_call"
     headline_metric = "tool_call_exact"
 
-    def build_data(self, tokenizer) -> TaskData:
+    def build_data(self, tokenizer, model=None) -> TaskData:
         data_cfg = self.cfg.task.data
         if data_cfg.train_path:
             train_path = Path(data_cfg.train_path)

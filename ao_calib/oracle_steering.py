@@ -1,0 +1,57 @@
+"""Which vectors an oracle row injects, and where: the bridge between a task's activations and ``steer``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ao_calib.oracle_prompt import find_placeholder_positions
+from ao_calib.steering import SteeringBatch, steer
+
+
+@dataclass
+class ActivationSteering:
+    """Read-only map from a row's ``activation_id`` and ``source_layer`` to its (K, d) vectors, plus how to inject.
+
+    Rows name their activations; the vectors themselves are looked up here once per batch and then travel inside
+    the batch, so shuffling or splitting a batch cannot pair a row with another row's activations.
+    """
+
+    store: dict[str, dict[int, torch.Tensor]]
+    placeholder_id: int
+    layer: int = 1
+    mode: str = "add"
+    coefficient: float = 1.0
+    stats: Counter = field(default_factory=Counter)
+
+    def vectors(self, rows: Sequence[dict]) -> list[torch.Tensor]:
+        return [self.store[row["activation_id"]][int(row["source_layer"])] for row in rows]
+
+    def control_vectors(self, rows: Sequence[dict]) -> list[torch.Tensor]:
+        """For each row, activations of a different prompt at the same layer, trimmed or cycled to the row's K:
+        the control in which the oracle sees the wrong input."""
+        ids = sorted(self.store)
+        out = []
+        for row in rows:
+            own = ids.index(row["activation_id"])
+            other = self.store[ids[(own + len(ids) // 2 + 1) % len(ids)]][int(row["source_layer"])]
+            k = len(self.store[row["activation_id"]][int(row["source_layer"])])
+            reps = -(-k // len(other))
+            out.append(other.repeat(reps, 1)[-k:])
+        return out
+
+    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, control: bool = False) -> SteeringBatch:
+        """Vectors for ``rows`` placed at the placeholder run found in each row of ``input_ids``."""
+        vectors = self.control_vectors(rows) if control else self.vectors(rows)
+        positions = [find_placeholder_positions(ids.tolist(), self.placeholder_id, len(v))
+                     for ids, v in zip(input_ids, vectors)]
+        return SteeringBatch.from_rows(vectors, positions)
+
+    def context(self, model, batch: SteeringBatch, kind: str):
+        """Steers ``model`` with ``batch``, checking the placeholder under every position and counting passes."""
+        self.stats[f"{kind}_batches"] += 1
+        return steer(model, batch, layer=self.layer, mode=self.mode, coefficient=self.coefficient,
+                     check_token_id=self.placeholder_id, stats=self.stats)

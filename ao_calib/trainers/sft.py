@@ -1,0 +1,113 @@
+"""SFT through TRL's SFTTrainer on prompt -> completion rows, loss on completion tokens only; with a task's
+activation steering, the injection is part of every training forward pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import torch
+from omegaconf import DictConfig, OmegaConf
+from trl import SFTConfig, SFTTrainer
+
+from ao_calib.errors import AOCalibError
+from ao_calib.steering import SteeringBatch
+
+
+def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
+    """The text a chat template puts after an assistant message (Qwen: "<|im_end|>\\n")."""
+    marker = "\x00COMPLETION\x00"
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "u"}, {"role": "assistant", "content": marker}],
+                                         tokenize=False, **chat_template_kwargs)
+    return text[text.index(marker) + len(marker):]
+
+
+def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int
+                   ) -> datasets.Dataset:
+    """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
+    completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on."""
+    suffix = end_of_turn(tokenizer, chat_template_kwargs)
+
+    def encode(row):
+        prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
+                                               **chat_template_kwargs)
+        prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        completion_ids = tokenizer.encode(row["completion"] + suffix, add_special_tokens=False)
+        ids = (prompt_ids + completion_ids)[:max_length]
+        return {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + [1] * len(completion_ids))[:max_length]}
+
+    if "completion" not in dataset.column_names:
+        raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
+    return dataset.map(encode, desc="tokenizing SFT pairs")
+
+
+class SteeringCollator:
+    """Pads like TRL's collator, then attaches each row's activations at the placeholders of its padded ids."""
+
+    def __init__(self, base, steering):
+        self.base, self.steering = base, steering
+
+    def __call__(self, examples):
+        batch = self.base(examples)
+        injected = self.steering.batch_for(examples, batch["input_ids"])
+        batch["steer_vectors"], batch["steer_positions"] = injected.vectors, injected.positions
+        return batch
+
+
+class AOSFTTrainer(SFTTrainer):
+    def __init__(self, *args, steering=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steering = steering
+        if steering is not None:
+            self.data_collator = SteeringCollator(self.data_collator, steering)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        vectors, positions = inputs.pop("steer_vectors", None), inputs.pop("steer_positions", None)
+        if vectors is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with self.steering.context(model, SteeringBatch(vectors, positions), "sft"):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
+def build_sft_config(cfg: DictConfig, stage: DictConfig, output_dir: Path, report_to_wandb: bool) -> SFTConfig:
+    micro = stage.micro_batch_size or stage.batch_size
+    if stage.batch_size % micro:
+        raise AOCalibError(f"micro_batch_size={micro} must divide batch_size={stage.batch_size}")
+    on_gpu = torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=stage.batch_size // micro,
+        learning_rate=stage.lr,
+        max_steps=stage.max_steps,
+        lr_scheduler_type=stage.lr_scheduler_type,
+        warmup_steps=stage.warmup_steps,
+        weight_decay=stage.weight_decay,
+        max_grad_norm=stage.max_grad_norm,
+        logging_steps=stage.logging_steps,
+        save_steps=stage.save_steps,
+        save_total_limit=stage.save_total_limit,
+        seed=stage.seed,
+        max_length=stage.max_length,
+        completion_only_loss=True,
+        remove_unused_columns=False,  # the steering collator reads each row's activation id
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        bf16=on_gpu and cfg.model.dtype == "bfloat16",
+        use_cpu=not on_gpu,
+        report_to=["wandb"] if report_to_wandb else "none",
+        dataloader_num_workers=0,
+    )
+
+
+def build_sft_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
+                      report_to_wandb: bool = False, steering=None) -> AOSFTTrainer:
+    chat_kwargs = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
+    train = tokenize_pairs(data.train, tokenizer, chat_kwargs, stage.max_length)
+    return AOSFTTrainer(
+        model=model,
+        args=build_sft_config(cfg, stage, run_dir / "checkpoints", report_to_wandb),
+        train_dataset=train,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        steering=steering,
+    )

@@ -1,0 +1,75 @@
+"""GRPO for Activation Oracles: every forward pass that sees a prompt injects that row's own activations.
+
+The passes are: the generation prefill, the old-policy and reference log-probs of the generation batch, and the
+training pass on each shuffled micro-batch. The vectors and their positions travel inside TRL's batch dict
+(``steer_vectors``, ``steer_positions``), so TRL's shuffling and splitting move them with their rows; every pass
+checks that each injected position holds the placeholder token.
+"""
+
+from __future__ import annotations
+
+import torch
+from trl.trainer.utils import pad
+
+from ao_calib.steering import SteeringBatch
+from ao_calib.trainers.grpo import AOGRPOTrainer
+
+
+class SteeredGRPOTrainer(AOGRPOTrainer):
+    def __init__(self, *args, steering, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steering = steering
+        self._scoring_rows: list[dict] | None = None  # the generation batch while TRL generates and scores it
+        self._loss_batch: SteeringBatch | None = None  # the micro-batch's own steering during the loss pass
+
+    def _generate_and_score_completions(self, inputs):
+        self._scoring_rows = inputs
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self._scoring_rows = None
+        injected = self.steering.batch_for(inputs, output["prompt_ids"])
+        device = output["prompt_ids"].device
+        output["steer_vectors"] = injected.vectors.to(device)
+        output["steer_positions"] = injected.positions.to(device)
+        if self.model.training:
+            self._metrics["train"]["oracle/advantage_std"].append(output["advantages"].float().std().item())
+        return output
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        # Rebuild the left-padded prompt tensor exactly as TRL's generate path does, to place the vectors.
+        padded = pad([torch.tensor(ids) for ids in prompt_ids], padding_value=self._tokenizer.pad_token_id,
+                     padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of)
+        injected = self.steering.batch_for(self._scoring_rows, padded)
+        with self.steering.context(self.model, injected, "generation"):
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+
+    def _compute_loss(self, model, inputs):
+        self._loss_batch = SteeringBatch(inputs["steer_vectors"], inputs["steer_positions"])
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._loss_batch = None
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           **kwargs):
+        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+            raise NotImplementedError("steered GRPO supports text-only models inputs")
+        if self._loss_batch is not None:
+            injected, kind = self._loss_batch, "loss"
+        else:  # old-policy or reference log-probs of the generation batch being scored
+            injected, kind = self.steering.batch_for(self._scoring_rows, input_ids), "scoring"
+        size = batch_size or input_ids.size(0)
+        logps, entropies, aux = [], [], []
+        for start in range(0, input_ids.size(0), size):
+            end = min(start + size, input_ids.size(0))
+            with self.steering.context(model, injected.rows(start, end), kind):
+                chunk = super()._get_per_token_logps_and_entropies(
+                    model, input_ids[start:end], attention_mask[start:end], logits_to_keep, None, **kwargs)
+            logps.append(chunk[0])
+            if chunk[1] is not None:
+                entropies.append(chunk[1])
+            if chunk[2] is not None:
+                aux.append(chunk[2])
+        return (torch.cat(logps), torch.cat(entropies) if entropies else None,
+                torch.stack(aux).mean() if aux else None)

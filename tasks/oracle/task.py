@@ -1,0 +1,135 @@
+"""task=oracle: an Activation Oracle reads a target prompt's activations and answers with its confidence."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from pathlib import Path
+
+import datasets
+
+from ao_calib.activations import ActivationCache, ExtractionStats, PositionRule, extract_activations, layer_indices
+from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
+from ao_calib.errors import AOCalibError
+from ao_calib.judges import build_judge
+from ao_calib.judges.label import yes_no
+from ao_calib.metrics.calibration import calibration_summary, plot_reliability_diagram
+from ao_calib.oracle_prompt import oracle_messages, placeholder_token_id
+from ao_calib.oracle_steering import ActivationSteering
+from ao_calib.task_api import RewardFn, Task, TaskData
+from tasks.oracle.data import load_labelled_rows
+from tasks.oracle.rewards import make_calibration_reward
+from tasks.oracle.synthetic import generate_splits
+
+log = logging.getLogger(__name__)
+
+
+class OracleTask(Task):
+    name = "oracle"
+    headline_metric = "correct"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._steering: ActivationSteering | None = None
+        self.extraction = ExtractionStats()
+
+    def pretrained_adapter(self) -> str | None:
+        return self.cfg.model.ao_lora_id
+
+    def steering(self) -> ActivationSteering | None:
+        return self._steering
+
+    def eval_variants(self) -> list[str]:
+        return ["control"] if self.cfg.task.eval_control else []
+
+    # ------------------------------------------------------------------------------------------ data
+
+    def build_data(self, tokenizer, model) -> TaskData:
+        tcfg = self.cfg.task
+        train_rows, test_rows = self._rows()
+        if tcfg.data.max_train_samples:
+            train_rows = train_rows[: tcfg.data.max_train_samples]
+        num_layers = model.config.get_text_config().num_hidden_layers
+        if num_layers != self.cfg.model.num_hidden_layers:
+            log.warning("model.num_hidden_layers=%d but the loaded model has %d; using %d",
+                        self.cfg.model.num_hidden_layers, num_layers, num_layers)
+        layers = layer_indices(num_layers, tcfg.layer_percents)
+        store = self._extract({r["prompt"] for r in train_rows + test_rows}, tokenizer, model, layers)
+        self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
+                                            mode=self.cfg.model.steering_mode,
+                                            coefficient=tcfg.steering_coefficient)
+        rng = random.Random(tcfg.data.generate.seed)
+        train = [self._oracle_row(r, store, layers, rng) for r in train_rows]
+        test = [self._oracle_row(r, store, layers, rng) for r in test_rows]
+        log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
+                 len(train), len(test), layers, self.extraction.texts, self.extraction.cache_hits)
+        return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test))
+
+    def _rows(self) -> tuple[list[dict], list[dict]]:
+        data = self.cfg.task.data
+        if data.train_path:
+            if not data.test_path:
+                raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
+            return load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
+        gen = data.generate
+        return generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt, list(gen.kinds),
+                               gen.seed)
+
+    def _extract(self, prompts: set[str], tokenizer, model, layers: list[int]) -> dict:
+        acfg = self.cfg.task.activations
+        rule = PositionRule(acfg.positions, k=acfg.k, window_min=acfg.window_min, window_max=acfg.window_max)
+        model_id = f"{model.config._name_or_path or self.cfg.model.hub_id}:{model.dtype}"
+        cache = ActivationCache(Path(self.cfg.paths.cache_dir) / "activations", model_id) if acfg.cache else None
+        ordered = sorted(prompts)
+        acts = extract_activations(model, tokenizer, ordered, layers, rule, batch_size=acfg.batch_size, cache=cache,
+                                   stats=self.extraction)
+        return {activation_id(p): a for p, a in zip(ordered, acts)}
+
+    def _oracle_row(self, row: dict, store: dict, layers: list[int], rng: random.Random) -> dict:
+        aid = activation_id(row["prompt"])
+        layer = rng.choice(layers)
+        confidence = rng.choice(list(self.cfg.task.sft_confidences))
+        return {
+            "prompt": oracle_messages(layer, len(store[aid][layer]), row["question"]),
+            "completion": format_epistemic_status(confidence, row["answer"]),
+            "answer": row["answer"],
+            "question": row["question"],
+            "source_prompt": row["prompt"],
+            "activation_id": aid,
+            "source_layer": layer,
+            "kind": row.get("kind", "labelled"),
+        }
+
+    # --------------------------------------------------------------------------------- rewards / eval
+
+    def reward_functions(self) -> dict[str, RewardFn]:
+        if self.cfg.judge.name == "none":
+            raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers)")
+        return {"calibration": make_calibration_reward(build_judge(self.cfg), self.cfg.task.lam,
+                                                      self.cfg.task.unparsed_margin)}
+
+    def score(self, completion: str, row: dict) -> dict[str, float]:
+        status = parse_epistemic_status(completion)
+        correct = float(yes_no(status.answer) == yes_no(row["answer"]))
+        return {
+            "correct": correct,
+            "confidence": status.confidence / 100,
+            "parsed": float(status.parsed),
+            "calibration_reward": tagged_reward(correct, status, self.cfg.task.lam, self.cfg.task.unparsed_margin),
+        }
+
+    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
+        conf = [r["scores"]["confidence"] for r in records]
+        correct = [r["scores"]["correct"] for r in records]
+        metrics = calibration_summary(conf, correct)
+        metrics["parse_rate"] = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
+        metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / max(len(records), 1)
+        plot_reliability_diagram(conf, correct, Path(out_dir) / f"reliability_{tag}.png",
+                                 title=f"{tag}: ECE {metrics['ece']:.3f}, Brier {metrics['brier']:.3f}, "
+                                       f"acc {metrics['accuracy']:.3f} (n={len(records)})")
+        return metrics
+
+
+def activation_id(prompt: str) -> str:
+    return hashlib.sha1(prompt.encode()).hexdigest()[:16]

@@ -1,0 +1,72 @@
+"""GRPO through the steering hooks: every pass injects its rows' own activations, through shuffling and splits."""
+
+from __future__ import annotations
+
+import pytest
+import trl.trainer.grpo_trainer as grpo_module
+from hydra import compose, initialize_config_dir
+
+from ao_calib import models
+from ao_calib.rewards import build_reward_schedule
+from ao_calib.steering import SteeringError
+from ao_calib.task_api import get_task
+from ao_calib.trainers import build_trainer
+from tests.conftest import CONF_DIR
+
+# Varying K per row (a random window) makes any row/vector mix-up land on non-placeholder tokens.
+OVERRIDES = ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
+             "task.activations.window_max=6", "trainer.batch_size=4", "trainer.num_generations=2",
+             "trainer.micro_batch_size=2", "trainer.num_iterations=2", "trainer.shuffle_dataset=true",
+             "trainer.beta=0.1", "trainer.max_steps=3", "trainer.save_steps=1000"]
+
+
+def build(tmp_path, overrides=()):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*OVERRIDES, *overrides])
+    task = get_task(cfg)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    data = task.build_data(tokenizer, model)
+    reward_fns = task.reward_functions()
+    schedule = build_reward_schedule(cfg.reward, reward_fns)
+    trainer = build_trainer(cfg, cfg.trainer, model, tokenizer, data, schedule, reward_fns, tmp_path,
+                            steering=task.steering())
+    return trainer, task.steering()
+
+
+def test_every_pass_injects_at_placeholders_through_shuffles_and_splits(tmp_path):
+    trainer, steering = build(tmp_path)
+    assert {len(v) for v in steering.vectors(trainer.train_dataset)} != {1}  # K really varies between rows
+    trainer.train()
+    stats = steering.stats
+    # 8 completions a step in micro-batches of 2: 4 accumulation steps; a generation serves 2 iterations (8 micro-
+    # steps), so 3 optimiser steps = 12 loss passes over 2 generations. Each generation is scored twice (old-policy
+    # and reference log-probs), in chunks of 2 rows: 2 x 2 x 4 = 16 scoring passes.
+    assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (2, 12, 16)
+    assert stats["checked_rows"] == 2 * 8 + 12 * 2 + 16 * 2  # every row of every pass was checked
+    rows = {r for r in trainer.metrics_file.last}
+    assert {"oracle/brier", "oracle/confidence_std", "oracle/advantage_std", "oracle/parse_failure_rate",
+            "oracle/informativeness", "oracle/answer_length", "kl"} <= rows
+
+
+def test_the_check_catches_rows_separated_from_their_activations(tmp_path, monkeypatch):
+    original = grpo_module.shuffle_sequence_dict
+
+    def shuffle_but_lose_alignment(batch):
+        batch = original(batch)
+        for key in ("steer_vectors", "steer_positions"):
+            batch[key] = batch[key].roll(1, dims=0)
+        return batch
+
+    monkeypatch.setattr(grpo_module, "shuffle_sequence_dict", shuffle_but_lose_alignment)
+    trainer, _ = build(tmp_path)
+    with pytest.raises(SteeringError, match="placeholder"):
+        trainer.train()
+
+
+def test_vllm_is_refused_for_the_oracle(tmp_path):
+    from ao_calib.errors import AOCalibError
+
+    with pytest.raises(AOCalibError, match="vLLM cannot run the activation-steering hooks"):
+        build(tmp_path, ["trainer.use_vllm=true"])

@@ -1,0 +1,92 @@
+"""Oracle data, the label judge and the calibration reward function, without a model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import pytest
+
+from ao_calib.errors import DataValidationError
+from ao_calib.judges import JudgeItem, LabelJudge
+from ao_calib.judges.label import yes_no
+from ao_calib.oracle_prompt import find_placeholder_positions, oracle_user_text
+from tasks.oracle.data import load_labelled_rows
+from tasks.oracle.rewards import make_calibration_reward
+from tasks.oracle.synthetic import generate_splits
+
+
+def test_synthetic_splits_are_disjoint_balanced_and_deterministic():
+    train, test = generate_splits(200, 50, 3, ["topic", "mood", "city"], seed=1)
+    assert {r["prompt"] for r in train}.isdisjoint({r["prompt"] for r in test})
+    assert len({r["prompt"] for r in test}) == 50 and len(test) == 150
+    for kind in ("topic", "mood", "city"):
+        answers = Counter(r["answer"] for r in train if r["kind"] == kind)
+        assert 0.35 < answers["Yes"] / sum(answers.values()) < 0.65, (kind, answers)
+    assert generate_splits(200, 50, 3, ["topic", "mood", "city"], seed=1) == (train, test)
+    for r in train:  # answers are true by construction
+        if r["kind"] == "city":
+            city = r["question"].removeprefix("Does the text mention ").rstrip("?")
+            assert (city in r["prompt"]) == (r["answer"] == "Yes")
+
+
+def test_oracle_prompt_and_placeholder_search():
+    assert oracle_user_text(18, 3, "Is it?") == "Layer: 18\n ? ? ? \nIs it?"
+    ids = [0, 0, 5, 9, 9, 9, 7, 9]  # left padding, a run of 3 placeholders, a later " ?" in the question
+    assert find_placeholder_positions(ids, 9, 3) == [3, 4, 5]
+    with pytest.raises(ValueError, match="expected 2 consecutive"):
+        find_placeholder_positions(ids, 9, 2)
+    with pytest.raises(ValueError, match="no placeholder"):
+        find_placeholder_positions([1, 2], 9, 1)
+
+
+@pytest.mark.parametrize("answer,expected", [("Yes", "yes"), ("no.", "no"), (" YES! it is", "yes"),
+                                             ("Maybe", None), ("", None), ("No, it is not", "no")])
+def test_yes_no_reading(answer, expected):
+    assert yes_no(answer) == expected
+
+
+def test_label_judge_scores_right_wrong_and_masks_unlabelled():
+    judge = LabelJudge()
+    items = [JudgeItem("p", "q", "Yes.", "Yes"), JudgeItem("p", "q", "No", "Yes"),
+             JudgeItem("p", "q", "I think so", "No"), JudgeItem("p", "q", "Yes", None)]
+    assert asyncio.run(judge.score(items)) == [1.0, 0.0, 0.0, None]
+    assert judge.stats.failures == 1
+
+
+def test_calibration_reward_function_scores_and_logs():
+    logged: dict[str, list] = {}
+    reward = make_calibration_reward(LabelJudge(), lam=0.5, unparsed_margin=None)  # the seed's rule
+    completions = [[{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
+                   [{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
+                   [{"role": "assistant", "content": "no tag at all"}]]
+    out = asyncio.run(reward(prompts=None, completions=completions, answer=["Yes", "No", "No"],
+                             question=["q"] * 3, source_prompt=["p"] * 3,
+                             log_metric=lambda k, v: logged.setdefault(k, []).append(v)))
+    assert out == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, 0 - 0.5 * 0.5**2])
+    assert logged["oracle/parse_failure_rate"] == [pytest.approx(1 / 3)]
+    assert logged["oracle/informativeness"] == [pytest.approx(1 / 3)]
+    assert logged["oracle/confidence_mean"] == [pytest.approx((0.9 + 0.9 + 0.5) / 3)]
+    assert logged["oracle/brier"] == [pytest.approx((0.01 + 0.81 + 0.25) / 3)]
+    # The default scores an untagged completion below every tagged one (here -0.5 - 0.5), so dropping the tag
+    # never pays better than a confidently wrong answer (-0.405).
+    strict = make_calibration_reward(LabelJudge(), lam=0.5)
+    out = asyncio.run(strict(prompts=None, completions=completions, answer=["Yes", "No", "No"], question=["q"] * 3,
+                             source_prompt=["p"] * 3))
+    assert out == pytest.approx([0.995, -0.405, -1.0])
+
+
+def test_labelled_loader_names_row_and_field(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"prompt": "hi", "question": "Is it?", "answer": "yes", "extra": 1}) + "\n")
+    assert load_labelled_rows(good)[0] == {"prompt": "hi", "question": "Is it?", "answer": "Yes", "extra": 1,
+                                          "kind": "labelled"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "hi", "question": "Is it?", "answer": "yes"}) + "\n"
+                   + json.dumps({"prompt": "hi", "question": "Is it?", "answer": "perhaps"}) + "\n")
+    with pytest.raises(DataValidationError, match=r"row 1, field 'answer'"):
+        load_labelled_rows(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(DataValidationError, match="row 0"):
+        load_labelled_rows(bad)
