@@ -10,7 +10,7 @@ from omegaconf import OmegaConf, open_dict
 from ao_calib.config import Config, unknown_keys
 from tests.conftest import CONF_DIR, run_cli
 
-GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths"]
+GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
 
 
 def options(group: str) -> list[str]:
@@ -44,7 +44,7 @@ def test_every_group_option_composes(group, option):
 def test_every_experiment_composes(experiment):
     cfg = composed([f"experiment={experiment}"])
     check_valid(cfg)
-    assert cfg.task.name == "function_call"
+    assert cfg.reward.name.startswith(cfg.task.name)  # each preset pairs its task with that task's rewards
 
 
 def test_default_composition_is_the_headline_task():
@@ -89,18 +89,18 @@ def test_cli_rejects_misspelt_and_appended_keys():
 
 
 def test_unbuilt_task_fails_with_a_clear_message():
-    result = run_cli("ao_calib.run", "hydra.run.dir=/tmp/ao_calib_never")  # default task=oracle
+    result = run_cli("ao_calib.run", "task=tool_json", "model=tiny_qwen3", "hydra.run.dir=/tmp/ao_calib_never")
     assert result.returncode == 2
-    assert "task=oracle is not implemented yet" in result.stderr
+    assert "task=tool_json is not implemented yet" in result.stderr
     assert "experiment=quickstart" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_real_model_without_gpu_or_hub_stops_at_once():
-    result = run_cli("ao_calib.run", "task=function_call", "model=qwen3_8b", "hydra.run.dir=/tmp/ao_calib_never",
-                     timeout=60)
+    result = run_cli("ao_calib.run", "judge=label", "hydra.run.dir=/tmp/ao_calib_never", timeout=60)  # the default
     assert result.returncode == 2
     assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
+    assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr
     assert "experiment=quickstart" in result.stderr
     assert "Traceback" not in result.stderr

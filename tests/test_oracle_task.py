@@ -60,7 +60,7 @@ def test_calibration_reward_function_scores_and_logs():
     reward = make_calibration_reward(LabelJudge(), lam=0.5, unparsed_margin=None)  # the seed's rule
     completions = [[{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
                    [{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
-                   [{"role": "assistant", "content": "no tag at all"}]]
+                   [{"role": "assistant", "content": "unsure, no tag"}]]
     out = asyncio.run(reward(prompts=None, completions=completions, answer=["Yes", "No", "No"],
                              question=["q"] * 3, source_prompt=["p"] * 3,
                              log_metric=lambda k, v: logged.setdefault(k, []).append(v)))
