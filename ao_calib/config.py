@@ -184,6 +184,46 @@ class JudgeConfig:
     name: str = "none"
 
 
+DEFAULT_JUDGE_PROMPT = (
+    "You are grading an answer produced by a model that could not see the text below; it only saw internal "
+    "activations computed from it.\n\n"
+    "Text:\n<<<\n{prompt}\n>>>\n\n"
+    "Question about the text: {question}\n"
+    "Answer to grade: {answer}\n\n"
+    "Score how informative and correct the answer is about the text, from 0 (wrong, empty or evasive) to 100 "
+    "(correct and specific). A vague answer that is technically true scores low. Think briefly if needed, then "
+    "end with a final line of the form 'SCORE: <0-100>'."
+)
+
+
+@dataclass
+class LiteLLMJudgeConfig(JudgeConfig):
+    """An LLM judge through litellm (any provider). API keys come from the provider's environment variable
+    (e.g. OPENAI_API_KEY) and are never read from or written to configs."""
+
+    name: str = "litellm"
+    model: str = "openai/gpt-4o-mini"
+    api_base: Optional[str] = None  # an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
+    prompt: str = DEFAULT_JUDGE_PROMPT
+    temperature: float = 0.0
+    max_tokens: int = 256
+    max_concurrency: int = 16
+    timeout_s: float = 30.0
+    max_retries: int = 3
+    backoff_s: float = 1.0  # first retry delay; doubles each retry
+    cache_dir: Optional[str] = "${paths.cache_dir}/judge"  # null: no disk cache
+
+
+@dataclass
+class LocalJudgeConfig(JudgeConfig):
+    """The base model itself (adapter disabled) as an offline judge, with the same prompt."""
+
+    name: str = "local"
+    prompt: str = DEFAULT_JUDGE_PROMPT
+    max_new_tokens: int = 64
+    batch_size: int = 8
+
+
 # -------------------------------------------------------------------------------------------- trainer
 
 
@@ -308,6 +348,8 @@ def register_configs() -> None:
     cs.store(group="task", name="tool_json_schema", node=ToolJsonTaskConfig)
     cs.store(group="reward", name="reward_schema", node=RewardConfig)
     cs.store(group="judge", name="judge_schema", node=JudgeConfig)
+    cs.store(group="judge", name="litellm_schema", node=LiteLLMJudgeConfig)
+    cs.store(group="judge", name="local_schema", node=LocalJudgeConfig)
     cs.store(group="trainer", name="grpo_schema", node=GRPOTrainerConfig)
     cs.store(group="trainer", name="sft_schema", node=SFTTrainerConfig)
     cs.store(group="warmup", name="sft_warmup_schema", node=SFTTrainerConfig)
