@@ -31,8 +31,11 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     from ao_calib.task_api import get_task
     from ao_calib.trainers import build_trainer, latest_checkpoint
 
+    from transformers import set_seed
+
     summary = results.RunSummary(run_dir)
     try:
+        set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = get_task(cfg)
         models.check_model_available(cfg.model, task.pretrained_adapter())
         source = models.model_source(cfg.model, cfg.paths.cache_dir)

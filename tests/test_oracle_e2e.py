@@ -40,3 +40,30 @@ def test_oracle_pipeline_run_directory(tmp_path):
 def test_unknown_judge_for_oracle_is_a_clear_error(tmp_path):
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=none", f"hydra.run.dir={tmp_path / 'x'}")
     assert result.returncode == 2 and "task=oracle needs a judge" in result.stderr
+
+
+def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
+    """model.ao_lora_id takes a hub id or a local path; here the adapter a previous run saved."""
+    import torch
+    from hydra import compose, initialize_config_dir
+    from safetensors.torch import load_file
+
+    from ao_calib import models
+    from ao_calib.task_api import get_task
+    from tests.conftest import CONF_DIR
+
+    first = tmp_path / "first"
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer=sft", "trainer.max_steps=2",
+                      "trainer.lr=1e-2", "eval.enabled=false", f"hydra.run.dir={first}"))
+    adapter = first / "adapter"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=oracle_tiny", f"model.ao_lora_id={adapter}"])
+    assert get_task(cfg).pretrained_adapter() == str(adapter)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, str(adapter))
+    saved = load_file(adapter / "adapter_model.safetensors")
+    loaded = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    assert loaded and all(p.requires_grad for p in loaded.values())
+    some = next(k for k in saved if "lora_B" in k)
+    match = [p for n, p in loaded.items() if n.replace(".default", "").endswith(some.split("base_model.model.")[-1])]
+    assert match and torch.equal(match[0].detach(), saved[some])  # the trained weights, not a fresh init

@@ -1,0 +1,396 @@
+"""An LLM judge through litellm: any provider, or a self-hosted OpenAI-compatible server through ``api_base``.
+
+One ``score(items)`` call is one training step's batch. Identical items are judged once, cached judgments make no
+request, and the rest run concurrently under ``max_concurrency``. A request that fails with a transient error (429,
+5xx, a timeout, a lost connection) or whose reply holds no score is retried with exponential backoff; a judgment
+that still fails is ``None`` (the sample is masked), never 0.
+
+API keys come only from the environment, read by litellm itself; this module never reads, stores or logs one. For
+an ``openai/...`` model with ``api_base`` set and no ``OPENAI_API_KEY``, the placeholder key ``"not-needed"`` is
+sent, so local OpenAI-compatible servers (vLLM, llama.cpp, ...) work without one.
+
+litellm is imported lazily, on the first judge built, with its debug output off and the bundled model-cost map
+(no network fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ao_calib.errors import AOCalibError
+from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.judges.cache import JudgmentCache, judgment_key
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_API_KEY = "not-needed"
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+# --------------------------------------------------------------------------------------------- parsing
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_DENOM = r"(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?"
+# "SCORE: 87", "Score: 87/100", "**Final score**: 87", "score = 87", "Score is 87 out of 100"
+_LABELLED = re.compile(r"\bscore\b[\s*_`]*(?:[:=]|\bis\b)[\s*_`]*" + _NUM + _DENOM, re.I)
+# A line that is only a number, optionally decorated: "87", "**87**", "87/100", "87."
+_BARE_LINE = re.compile(r"^[\s*_`>#]*" + _NUM + _DENOM + r"[\s*_`.]*$", re.M)
+
+
+def parse_score(text: str | None) -> float | None:
+    """The final score in a judge's reply, normalised from 0-100 to [0, 1]; None when there is none or it is out of
+    range.
+
+    The last labelled score ("SCORE: 87", "Score: 87/100") or bare-number line ("87") wins, so reasoning before the
+    verdict may mention other numbers. A denominator other than 100 ("8/10") scales by itself.
+    """
+    if not text:
+        return None
+    candidates = [(m.start(), m.group(1), m.group(2)) for m in _LABELLED.finditer(text)]
+    candidates += [(m.start(), m.group(1), m.group(2)) for m in _BARE_LINE.finditer(text)]
+    if not candidates:
+        return None
+    _, value, denom = max(candidates, key=lambda c: c[0])
+    v = float(value)
+    d = float(denom) if denom is not None else 100.0
+    if d <= 0 or not math.isfinite(v) or not 0.0 <= v <= d:
+        return None
+    return v / d
+
+
+# --------------------------------------------------------------------------------------------- litellm
+
+_litellm_lock = threading.Lock()
+
+
+def _import_litellm():
+    """litellm, imported once, quietly: no debug hints, no telemetry, the bundled cost map."""
+    with _litellm_lock:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        if hasattr(litellm, "telemetry"):
+            litellm.telemetry = False
+        return litellm
+
+
+def _status_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for transient failures: 408/409/425/429, any 5xx, timeouts and connection errors; False for the rest
+    (400, 401, 403, 404, 422, bad parameters, bugs)."""
+    litellm = _import_litellm()
+    if isinstance(exc, (litellm.Timeout, litellm.RateLimitError, litellm.InternalServerError,
+                        litellm.ServiceUnavailableError, litellm.BadGatewayError, litellm.APIConnectionError)):
+        return True
+    code = _status_code(exc)
+    if code is not None:
+        return code in _RETRYABLE_STATUS or code >= 500
+    return isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError, OSError))
+
+
+def _describe(exc: BaseException) -> str:
+    """The exception's class and status code only: messages may quote request details."""
+    code = _status_code(exc)
+    return type(exc).__name__ + (f" ({code})" if code is not None else "")
+
+
+# --------------------------------------------------------------------------------------------- stats
+
+
+@dataclass
+class _Counters:
+    items: int = 0  # items asked for, duplicates included
+    unique: int = 0  # distinct items after de-duplication
+    cache_hits: int = 0  # distinct items answered from the disk cache
+    calls: int = 0  # HTTP requests made, retries included
+    retries: int = 0
+    errors: int = 0  # requests that failed (status, timeout, connection)
+    garbage: int = 0  # replies with no score in range
+    failures: int = 0  # distinct judgments that still failed after the retries (masked)
+    masked: int = 0  # items returned as None, duplicates included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def as_dict(self, prefix: str = "judge/") -> dict[str, float]:
+        out: dict[str, float] = {}
+        for f in fields(self):
+            if f.name != "latencies":
+                out[prefix + f.name] = float(getattr(self, f.name))
+        lat = sorted(self.latencies)
+        out[prefix + "latency_mean_s"] = sum(lat) / len(lat) if lat else 0.0
+        out[prefix + "latency_p95_s"] = lat[max(0, math.ceil(0.95 * len(lat)) - 1)] if lat else 0.0
+        return out
+
+
+# --------------------------------------------------------------------------------------------- judge
+
+
+class LiteLLMJudge(Judge):
+    """Scores items with an LLM through ``litellm.acompletion``; see the module docstring."""
+
+    name = "litellm"
+
+    def __init__(self, model: str, prompt: str, api_base: str | None = None, temperature: float = 0.0,
+                 max_tokens: int = 256, max_concurrency: int = 16, timeout_s: float = 30.0, max_retries: int = 3,
+                 backoff_s: float = 1.0, cache_dir: str | os.PathLike | None = None, jitter: float = 0.1):
+        super().__init__()
+        if not model:
+            raise AOCalibError("judge.model must name a litellm model, e.g. openai/gpt-4o-mini")
+        if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0 or backoff_s < 0:
+            raise AOCalibError("judge: max_concurrency >= 1, max_retries >= 0, timeout_s > 0 and backoff_s >= 0 "
+                               f"are required (got {max_concurrency}, {max_retries}, {timeout_s}, {backoff_s})")
+        try:
+            prompt.format(prompt="", question="", answer="", label="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise AOCalibError(f"judge.prompt is not a valid format string with {{prompt}}, {{question}} and "
+                               f"{{answer}}: {e!r}") from None
+        self.model = model
+        self.prompt = prompt
+        self.api_base = api_base or None
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.jitter = float(jitter)
+        self.cache = JudgmentCache(cache_dir) if cache_dir else None
+        self._litellm = _import_litellm()
+        self._lock = threading.Lock()
+        self._step = _Counters()
+        self._total = _Counters()
+        self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._cost_unknown = False
+        self._rng = random.Random()
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> LiteLLMJudge:
+        """From ``cfg.judge`` (a ``LiteLLMJudgeConfig`` or anything with the same attributes)."""
+        from ao_calib.config import DEFAULT_JUDGE_PROMPT
+
+        def get(name, default):
+            value = getattr(cfg, name, default)
+            return default if value is None and default is not None else value
+
+        return cls(model=get("model", "openai/gpt-4o-mini"), prompt=get("prompt", DEFAULT_JUDGE_PROMPT),
+                   api_base=get("api_base", None), temperature=get("temperature", 0.0),
+                   max_tokens=get("max_tokens", 256), max_concurrency=get("max_concurrency", 16),
+                   timeout_s=get("timeout_s", 30.0), max_retries=get("max_retries", 3),
+                   backoff_s=get("backoff_s", 1.0), cache_dir=get("cache_dir", None))
+
+    def __repr__(self) -> str:
+        return (f"LiteLLMJudge(model={self.model!r}, api_base={self.api_base!r}, "
+                f"max_concurrency={self.max_concurrency}, timeout_s={self.timeout_s}, max_retries={self.max_retries}, "
+                f"cache_dir={str(self.cache.directory) if self.cache else None!r})")
+
+    # ----------------------------------------------------------------------------------------- stats
+
+    def _add(self, **counts) -> None:
+        with self._lock:
+            for counters in (self._step, self._total):
+                for k, v in counts.items():
+                    if k == "latency":
+                        counters.latencies.append(v)
+                    else:
+                        setattr(counters, k, getattr(counters, k) + v)
+            self.stats.calls = self._total.calls
+            self.stats.failures = self._total.failures
+            self.stats.cache_hits = self._total.cache_hits
+
+    def _sync_extra(self) -> None:
+        """``self.stats.extra``: the other lifetime numbers, refreshed once per ``score`` call."""
+        totals = self.totals()
+        self.stats.extra = {k.removeprefix("judge/"): v for k, v in totals.items()
+                            if k not in ("judge/calls", "judge/failures", "judge/cache_hits")}
+
+    def pop_step_stats(self) -> dict[str, float]:
+        """``judge/...`` counts and means since the last pop (or since the judge was built), then starts afresh."""
+        with self._lock:
+            step, self._step = self._step, _Counters()
+        return step.as_dict()
+
+    def totals(self) -> dict[str, float]:
+        """The same ``judge/...`` numbers over the judge's lifetime (for summary.json)."""
+        with self._lock:
+            return self._total.as_dict()
+
+    # ----------------------------------------------------------------------------------------- scoring
+
+    def render(self, item: JudgeItem) -> str:
+        """The full prompt text sent for ``item``."""
+        return self.prompt.format(prompt=item.prompt, question=item.question, answer=item.answer,
+                                  label=item.label or "")
+
+    def key(self, item: JudgeItem, text: str | None = None) -> str:
+        return judgment_key(self.model, self.render(item) if text is None else text, item.question, item.answer)
+
+    async def score(self, items: Sequence[JudgeItem]) -> list[float | None]:
+        items = list(items)
+        if not items:
+            return []
+        keys: list[str] = []
+        texts: dict[str, str] = {}
+        for item in items:
+            text = self.render(item)
+            k = self.key(item, text)
+            keys.append(k)
+            texts.setdefault(k, text)
+        results: dict[str, float | None] = {}
+        reasons: Counter = Counter()
+        todo: list[str] = []
+        for k in texts:
+            cached = self.cache.get(k) if self.cache is not None else None
+            if cached is not None:
+                results[k] = cached
+            else:
+                todo.append(k)
+        self._add(items=len(items), unique=len(texts), cache_hits=len(texts) - len(todo))
+        if todo:
+            sem = self._semaphore()
+            judged = await asyncio.gather(*(self._judge_and_store(k, texts[k], sem) for k in todo))
+            for k, (value, _, _) in zip(todo, judged):
+                results[k] = value
+            reasons = Counter(reason for value, _, reason in judged if value is None)
+        out = [results[k] for k in keys]
+        failed = sum(1 for k in todo if results[k] is None)
+        self._add(failures=failed, masked=sum(1 for v in out if v is None))
+        self._sync_extra()
+        if failed:
+            log.warning("judge %s: %d of %d judgments failed and are masked (%s)", self.model, failed, len(todo),
+                        "; ".join(f"{n}x {r}" for r, n in reasons.most_common()))
+        return out
+
+    def score_sync(self, items: Sequence[JudgeItem]) -> list[float | None]:
+        """``score`` for synchronous callers; inside a running event loop it runs on a private thread's loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.score(items))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="litellm-judge") as pool:
+            return pool.submit(asyncio.run, self.score(items)).result()
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        """One semaphore per event loop: concurrent ``score`` calls on one loop share the bound."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            sem = self._semaphores.get(loop)
+            if sem is None:
+                sem = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
+            return sem
+
+    def _backoff(self, retry: int) -> float:
+        delay = self.backoff_s * 2**retry
+        return delay + self._rng.uniform(0, self.jitter * delay)
+
+    def _request_kwargs(self, text: str) -> dict:
+        kwargs = dict(model=self.model, messages=[{"role": "user", "content": text}], temperature=self.temperature,
+                      max_tokens=self.max_tokens, timeout=self.timeout_s,
+                      max_retries=0, num_retries=0,  # retries are ours: no SDK or litellm retries underneath
+                      drop_params=True)  # e.g. models that reject temperature
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            if self._is_openai_model() and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = PLACEHOLDER_API_KEY
+        return kwargs
+
+    def _is_openai_model(self) -> bool:
+        if "/" in self.model:
+            return self.model.split("/", 1)[0] == "openai"
+        try:
+            return self._litellm.get_llm_provider(self.model)[1] == "openai"
+        except Exception:  # noqa: BLE001 - an unknown model is simply not an OpenAI one
+            return False
+
+    async def _judge_and_store(self, key: str, text: str, sem: asyncio.Semaphore):
+        """``_judge``, then the judgment goes to the disk cache at once (a failure is never cached)."""
+        value, raw, reason = await self._judge(text, sem)
+        if value is not None and self.cache is not None:
+            try:
+                self.cache.put(key, value, raw)
+            except OSError as e:
+                log.warning("judge cache: could not write a judgment (%s)", _describe(e))
+        return value, raw, reason
+
+    async def _judge(self, text: str, sem: asyncio.Semaphore) -> tuple[float | None, str | None, str]:
+        """One judgment with retries: (score, raw reply, "") or (None, None, why it failed)."""
+        kwargs = self._request_kwargs(text)
+        guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
+        last = "no attempt"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._add(retries=1)
+                await asyncio.sleep(self._backoff(attempt - 1))
+            async with sem:
+                start = time.perf_counter()
+                try:
+                    response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
+                except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
+                    self._add(calls=1, errors=1, latency=time.perf_counter() - start)
+                    last = _describe(e)
+                    if not is_retryable(e):
+                        return None, None, f"{last}, not retried"
+                    log.debug("judge %s: attempt %d failed: %s", self.model, attempt + 1, last)
+                    continue
+                latency = time.perf_counter() - start
+            raw = self._content(response)
+            usage = getattr(response, "usage", None)
+            self._add(calls=1, latency=latency, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                      completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                      cost_usd=self._cost(response))
+            value = parse_score(raw)
+            if value is not None:
+                return value, raw, ""
+            self._add(garbage=1)
+            last = "reply without a score"
+            log.debug("judge %s: attempt %d: %s", self.model, attempt + 1, last)
+        return None, None, f"{last} after {self.max_retries + 1} attempts"
+
+    @staticmethod
+    def _content(response) -> str | None:
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+        return content if isinstance(content, str) else None
+
+    def _cost(self, response) -> float:
+        """litellm's price for this response (``completion_cost``); 0.0 for models without a known price.
+
+        litellm already prices each response once (``_hidden_params["response_cost"]``, from the same
+        ``completion_cost``); that value is used when present, so the work is not done twice."""
+        if self._cost_unknown:
+            return 0.0
+        hidden = getattr(response, "_hidden_params", None)
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
+                self._cost_unknown = True
+                return 0.0
+        try:
+            cost = float(cost)
+        except (TypeError, ValueError):
+            return 0.0
+        return cost if math.isfinite(cost) and cost > 0 else 0.0
