@@ -132,6 +132,30 @@ class OracleActivationsConfig:
 
 
 @dataclass
+class ClassificationEvalConfig:
+    """The reference's yes/no classification suite (tasks.oracle.classification), scored for accuracy and
+    calibration in every oracle evaluation when enabled."""
+
+    enabled: bool = False
+    datasets: list[str] = field(default_factory=lambda: ["geometry_of_truth", "relations", "sst2", "md_gender", "snli",
+                                                         "ag_news", "ner", "tense", "singular_plural"])
+    data_dir: Optional[str] = None  # the reference repo's data files (gmt/, relations/, tense/, ...)
+    n_per_dataset: int = 250
+    seed: int = 0
+
+
+@dataclass
+class OracleAlertsConfig:
+    """Failure-mode alerts during GRPO (see ao_calib.alerts); each fires once, after ``patience`` logged steps."""
+
+    confidence_std_below: float = 0.1
+    advantage_std_below: float = 1e-3
+    answer_length_drop: float = 0.5
+    kl_above: float = 1.0
+    patience: int = 3
+
+
+@dataclass
 class OracleTaskConfig(TaskConfig):
     name: str = "oracle"
     layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
@@ -149,6 +173,8 @@ class OracleTaskConfig(TaskConfig):
     sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
     # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
     eval_control: bool = True
+    alerts: OracleAlertsConfig = field(default_factory=lambda: OracleAlertsConfig())
+    classification: ClassificationEvalConfig = field(default_factory=lambda: ClassificationEvalConfig())
 
 
 @dataclass

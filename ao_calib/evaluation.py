@@ -76,6 +76,12 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
             report.setdefault("variants", {})[variant] = metrics
             print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
                   flush=True)
+    def generate(extra_rows: list[dict]) -> list[str]:
+        return generate_completions(model, tokenizer, extra_rows, chat_template_kwargs=chat_template_kwargs,
+                                    max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
+                                    desc=f"eval ({tag}, extra)")
+
+    report.update(task.extra_evaluations(model, tokenizer, generate, out_dir, tag))
     write_json(out_dir / f"eval{suffix}.json", report)
     return report["metrics"]
 

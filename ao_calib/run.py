@@ -50,18 +50,22 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         if cfg.eval.enabled and cfg.eval.initial:
             evaluate_as(tag="initial")
         summary.write("running")
+        alerts: dict[str, dict] = {}
         for stage_name, stage in _stages(cfg):
+            callbacks = task.training_callbacks(stage.name)
             trainer = build_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir,
                                     steering=task.steering(), report_to_wandb=summary.wandb_run_id is not None,
-                                    stage_name=stage_name)
+                                    stage_name=stage_name, extra_callbacks=callbacks)
             resume = latest_checkpoint(stage.resume_from_checkpoint, run_dir) if stage_name == "train" else None
             trainer.train(resume_from_checkpoint=resume)
+            alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
                 evaluate_as(tag=stage_name)
         trainer.save_model(str(run_dir / "adapter"))
         tokenizer.save_pretrained(str(run_dir / "adapter"))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
-        final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics)
+        final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
+                              extra={"alerts": alerts})
     except BaseException as exc:
         summary.write("failed", error=f"{type(exc).__name__}: {exc}")
         raise

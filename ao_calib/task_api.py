@@ -45,9 +45,18 @@ class Task(ABC):
         """An ``ao_calib.oracle_steering.ActivationSteering`` when the task injects activations, else None."""
         return None
 
+    def training_callbacks(self, trainer_name: str) -> list:
+        """Task-specific trainer callbacks for a stage (e.g. the oracle's failure-mode alerts during GRPO)."""
+        return []
+
     def eval_variants(self) -> list[str]:
         """Extra evaluation passes besides the plain one (e.g. a control with other prompts' activations)."""
         return []
+
+    def extra_evaluations(self, model, tokenizer, generate, out_dir, tag: str) -> dict:
+        """Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
+        task's steering. Returns a JSON-able dict stored in eval.json under its keys."""
+        return {}
 
     def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
         """Metrics over all evaluated samples; by default the mean of every per-sample score."""

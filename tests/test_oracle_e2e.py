@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
@@ -11,7 +12,14 @@ from tests.test_e2e import assert_ok, read_jsonl
 
 def test_oracle_pipeline_run_directory(tmp_path):
     out = tmp_path / "oracle"
-    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", f"hydra.run.dir={out}"))
+    fixtures = Path(__file__).parent / "fixtures" / "ao_classification"
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
+                      f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
+                      "task.classification.datasets=[geometry_of_truth,tense,sst2]", f"hydra.run.dir={out}"))
+    classification = json.loads((out / "eval.json").read_text())["classification"]
+    assert set(classification) == {"geometry_of_truth", "tense", "overall"}  # sst2 needs the hub: skipped
+    assert classification["overall"]["n"] == 12 and 0 <= classification["overall"]["ece"] <= 1
+    assert "sst2" in json.loads((out / "eval.json").read_text())["classification_skipped"]
     rows = read_jsonl(out / "metrics.jsonl")
     assert {r["stage"] for r in rows} == {"warmup", "train"}
     grpo = [r for r in rows if r["stage"] == "train" and "reward" in r]

@@ -90,3 +90,29 @@ def test_labelled_loader_names_row_and_field(tmp_path):
     bad.write_text("{not json\n")
     with pytest.raises(DataValidationError, match="row 0"):
         load_labelled_rows(bad)
+
+
+def test_wildchat_loader_flattens_keeps_extras_and_reports_bad_rows(tmp_path, caplog):
+    from tasks.oracle.data import load_wildchat
+
+    records = [
+        {"wildchat_question": "Help me fix my Python code", "language": "english", "oracle_questions": [
+            "Is this user asking for help with programming?", "What is the main topic of the message?"],
+         "turn": 3},
+        {"wildchat_question": "", "language": "english", "oracle_questions": ["Is it?"]},
+        {"wildchat_question": "Bonjour", "language": "french", "oracle_questions": "Is this French?"},
+    ]
+    path = tmp_path / "wild.json"
+    path.write_text(json.dumps(records))
+    ds = load_wildchat(path)
+    assert ds.column_names and len(ds) == 2
+    assert ds[0]["prompt"] == "Help me fix my Python code" and ds[0]["turn"] == 3 and ds[0]["language"] == "english"
+    assert [r["question_type"] for r in ds] == ["binary", "open"]
+    assert "row 1, field 'wildchat_question'" in caplog.text and "row 2, field 'oracle_questions'" in caplog.text
+    with pytest.raises(DataValidationError, match="row 1"):
+        load_wildchat(path, strict=True)
+    jsonl = tmp_path / "wild.jsonl"
+    jsonl.write_text(json.dumps(records[0]) + "\n{oops\n")
+    assert len(load_wildchat(jsonl)) == 2
+    with pytest.raises(FileNotFoundError):
+        load_wildchat(tmp_path / "missing.jsonl")

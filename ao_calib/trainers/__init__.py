@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 
 def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *,
-                  steering=None, report_to_wandb: bool = False, stage_name: str = "train"):
+                  steering=None, report_to_wandb: bool = False, stage_name: str = "train", extra_callbacks=()):
     """A TRL trainer for one stage (``cfg.trainer`` or ``cfg.warmup``), writing into ``run_dir``."""
     from transformers.trainer_callback import ProgressCallback
 
@@ -27,7 +27,8 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, sc
     metrics_file = MetricsFileCallback(run_dir / "metrics.jsonl", stage=stage_name)
     out_dir = run_dir if stage_name == "train" else run_dir / stage_name
     trainer = builders[stage.name](cfg, stage, model, tokenizer, data, schedule, reward_fns, out_dir,
-                                   callbacks=[metrics_file], report_to_wandb=report_to_wandb, steering=steering)
+                                   callbacks=[*extra_callbacks, metrics_file], report_to_wandb=report_to_wandb,
+                                   steering=steering)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(RewardProgressCallback(desc=stage_name))
     if stage.name == "grpo" and len(schedule.phases) > 1:

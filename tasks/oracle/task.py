@@ -9,7 +9,10 @@ from pathlib import Path
 
 import datasets
 
+from omegaconf import OmegaConf
+
 from ao_calib.activations import ActivationCache, ExtractionStats, PositionRule, extract_activations, layer_indices
+from ao_calib.alerts import AlertCallback, AlertThresholds
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
 from ao_calib.errors import AOCalibError
 from ao_calib.judges import build_judge
@@ -18,6 +21,7 @@ from ao_calib.metrics.calibration import calibration_summary, plot_reliability_d
 from ao_calib.oracle_prompt import oracle_messages, placeholder_token_id
 from ao_calib.oracle_steering import ActivationSteering
 from ao_calib.task_api import RewardFn, Task, TaskData
+from tasks.oracle.classification import load_suite
 from tasks.oracle.data import load_labelled_rows
 from tasks.oracle.rewards import make_calibration_reward
 from tasks.oracle.synthetic import generate_splits
@@ -32,6 +36,7 @@ class OracleTask(Task):
     def __init__(self, cfg):
         super().__init__(cfg)
         self._steering: ActivationSteering | None = None
+        self._layers: list[int] = []
         self.extraction = ExtractionStats()
 
     def pretrained_adapter(self) -> str | None:
@@ -39,6 +44,11 @@ class OracleTask(Task):
 
     def steering(self) -> ActivationSteering | None:
         return self._steering
+
+    def training_callbacks(self, trainer_name: str) -> list:
+        if trainer_name != "grpo":
+            return []
+        return [AlertCallback(AlertThresholds(**OmegaConf.to_container(self.cfg.task.alerts, resolve=True)))]
 
     def eval_variants(self) -> list[str]:
         return ["control"] if self.cfg.task.eval_control else []
@@ -55,6 +65,7 @@ class OracleTask(Task):
             log.warning("model.num_hidden_layers=%d but the loaded model has %d; using %d",
                         self.cfg.model.num_hidden_layers, num_layers, num_layers)
         layers = layer_indices(num_layers, tcfg.layer_percents)
+        self._layers = layers
         store = self._extract({r["prompt"] for r in train_rows + test_rows}, tokenizer, model, layers)
         self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
                                             mode=self.cfg.model.steering_mode,
@@ -119,6 +130,27 @@ class OracleTask(Task):
             "calibration_reward": tagged_reward(correct, status, self.cfg.task.lam, self.cfg.task.unparsed_margin),
         }
 
+    def extra_evaluations(self, model, tokenizer, generate, out_dir, tag: str) -> dict:
+        ccfg = self.cfg.task.classification
+        if not ccfg.enabled:
+            return {}
+        suite, skipped = load_suite(list(ccfg.datasets), ccfg.data_dir, ccfg.n_per_dataset, ccfg.seed)
+        for name, reason in skipped.items():
+            log.warning("classification eval: %s skipped: %s", name, reason)
+        all_prompts = {r["prompt"] for rows in suite.values() for r in rows}
+        self._steering.store.update(self._extract(all_prompts, tokenizer, model, self._layers))
+        rng = random.Random(ccfg.seed)
+        results, pooled = {}, []
+        for name, rows in suite.items():
+            oracle_rows = [self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows]
+            scores = [self.score(c, r) for c, r in zip(generate(oracle_rows), oracle_rows)]
+            pooled += scores
+            results[name] = _calibration_of(scores)
+        if pooled:
+            results["overall"] = _calibration_of(pooled)
+        _print_classification_table(tag, results, skipped)
+        return {"classification": results, "classification_skipped": skipped}
+
     def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
         conf = [r["scores"]["confidence"] for r in records]
         correct = [r["scores"]["correct"] for r in records]
@@ -129,6 +161,19 @@ class OracleTask(Task):
                                  title=f"{tag}: ECE {metrics['ece']:.3f}, Brier {metrics['brier']:.3f}, "
                                        f"acc {metrics['accuracy']:.3f} (n={len(records)})")
         return metrics
+
+
+def _calibration_of(scores: list[dict]) -> dict[str, float]:
+    metrics = calibration_summary([s["confidence"] for s in scores], [s["correct"] for s in scores])
+    return {**metrics, "parse_rate": sum(s["parsed"] for s in scores) / len(scores), "n": len(scores)}
+
+
+def _print_classification_table(tag: str, results: dict, skipped: dict) -> None:
+    lines = [f"[eval:{tag}] classification suite", f"  {'dataset':<18}{'n':>6}{'acc':>8}{'ECE':>8}{'MCE':>8}{'Brier':>8}"]
+    for name, m in results.items():
+        lines.append(f"  {name:<18}{m['n']:>6}{m['accuracy']:>8.3f}{m['ece']:>8.3f}{m['mce']:>8.3f}{m['brier']:>8.3f}")
+    lines += [f"  {name:<18} skipped: {reason}" for name, reason in skipped.items()]
+    print("\n".join(lines), flush=True)
 
 
 def activation_id(prompt: str) -> str:
