@@ -53,15 +53,17 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     """Scores the model on the held-out split; writes ``eval.json`` (``eval_<tag>.json`` for other tags) and
     every prediction to ``eval_predictions[_<tag>].jsonl``. Task variants (a control) are scored beside it.
     Returns the main metrics."""
+    def generate(rows: list[dict], control: bool = False, desc: str = tag) -> list[str]:
+        return generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
+                                    max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
+                                    control=control, desc=f"eval ({desc})")
+
     rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
     suffix = "" if tag == "final" else f"_{tag}"
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric}
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
-        completions = generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
-                                           max_new_tokens=max_new_tokens, batch_size=batch_size,
-                                           steering=task.steering(), control=variant == "control",
-                                           desc=f"eval ({name})")
+        completions = generate(rows, control=variant == "control", desc=name)
         records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
                     "expected": task.reference_output(row), "scores": task.score(completion, row)}
                    for row, completion in zip(rows, completions)]
@@ -76,11 +78,6 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
             report.setdefault("variants", {})[variant] = metrics
             print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
                   flush=True)
-    def generate(extra_rows: list[dict]) -> list[str]:
-        return generate_completions(model, tokenizer, extra_rows, chat_template_kwargs=chat_template_kwargs,
-                                    max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
-                                    desc=f"eval ({tag}, extra)")
-
     report.update(task.extra_evaluations(model, tokenizer, generate, out_dir, tag))
     write_json(out_dir / f"eval{suffix}.json", report)
     return report["metrics"]

@@ -61,8 +61,8 @@ def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
     from tests.conftest import CONF_DIR
 
     first = tmp_path / "first"
-    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer=sft", "trainer.max_steps=2",
-                      "trainer.lr=1e-2", "eval.enabled=false", f"hydra.run.dir={first}"))
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer.max_steps=1", "warmup.max_steps=2",
+                      "warmup.lr=1e-2", "eval.enabled=false", f"hydra.run.dir={first}"))
     adapter = first / "adapter"
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=oracle_tiny", f"model.ao_lora_id={adapter}"])
@@ -75,3 +75,11 @@ def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
     some = next(k for k in saved if "lora_B" in k)
     match = [p for n, p in loaded.items() if n.replace(".default", "").endswith(some.split("base_model.model.")[-1])]
     assert match and torch.equal(match[0].detach(), saved[some])  # the trained weights, not a fresh init
+
+
+def test_oracle_pipeline_on_the_gemma3_layout(tmp_path):
+    out = tmp_path / "gemma"
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "model=tiny_gemma3", "trainer.max_steps=1",
+                      f"hydra.run.dir={out}"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and "rewards/calibration/mean" in summary["final_metrics"]
