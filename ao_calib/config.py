@@ -94,9 +94,22 @@ class FunctionCallDataConfig:
 
 
 @dataclass
+class TaskCalibrationConfig:
+    """The epistemic tag and Brier term for a task whose own score is the informativeness. Active when the reward
+    mix uses the calibrated reward (reward=calibrated_<task>): the prompt then asks for ``[epistemic status: NN]``
+    and evaluation reports ECE/MCE/Brier."""
+
+    lam: float = 0.5
+    unparsed_margin: Optional[float] = 0.5
+    instruction: str = ("\n\nBegin your reply with [epistemic status: NN], where NN (0-100) is your confidence "
+                        "that your answer is exactly right, then give the answer.")
+
+
+@dataclass
 class FunctionCallTaskConfig(TaskConfig):
     name: str = "function_call"
     data: FunctionCallDataConfig = field(default_factory=FunctionCallDataConfig)
+    calibration: TaskCalibrationConfig = field(default_factory=TaskCalibrationConfig)
 
 
 @dataclass

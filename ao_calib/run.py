@@ -65,7 +65,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         tokenizer.save_pretrained(str(run_dir / "adapter"))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
-                              extra={"alerts": alerts})
+                              extra={"alerts": alerts, **task.summary()})
     except BaseException as exc:
         summary.write("failed", error=f"{type(exc).__name__}: {exc}")
         raise

@@ -45,6 +45,10 @@ class Task(ABC):
         """An ``ao_calib.oracle_steering.ActivationSteering`` when the task injects activations, else None."""
         return None
 
+    def summary(self) -> dict:
+        """Task totals for summary.json (e.g. the judge's calls, failures and cost)."""
+        return {}
+
     def training_callbacks(self, trainer_name: str) -> list:
         """Task-specific trainer callbacks for a stage (e.g. the oracle's failure-mode alerts during GRPO)."""
         return []

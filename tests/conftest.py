@@ -36,7 +36,7 @@ def offline_env(tmp_path_factory):
             os.environ[k] = v
 
 
-def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs ``python -m ...`` from the project root, as a user would."""
+def run_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Runs ``python -m ...`` from the project root, as a user would (``env`` adds variables)."""
     return subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **(env or {})})

@@ -125,3 +125,16 @@ def test_optuna_search_runs_trials(tmp_path):
     trials = [p for p in sweep.iterdir() if (p / "summary.json").exists()]
     assert len(trials) == 2
     assert "best_params" in (sweep / "optimization_results.yaml").read_text()
+
+
+def test_calibrated_function_call_reward_and_eval(tmp_path):
+    out = tmp_path / "cal"
+    assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "reward=calibrated_function_call",
+                      "trainer.max_steps=1", "eval.num_samples=4", f"hydra.run.dir={out}"))
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "reward" in r]
+    assert "rewards/calibrated_overall/mean" in rows[0] and "calibration/brier" in rows[0]
+    metrics = json.loads((out / "eval.json").read_text())["metrics"]
+    assert {"ece", "mce", "brier", "tool_call_exact"} <= metrics.keys()
+    assert (out / "reliability_final.png").exists()
+    sample = read_jsonl(out / "completions.jsonl")[0]
+    assert "[epistemic status: NN]" in sample["prompt"][0]["content"]

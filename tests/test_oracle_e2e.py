@@ -83,3 +83,26 @@ def test_oracle_pipeline_on_the_gemma3_layout(tmp_path):
                       f"hydra.run.dir={out}"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "rewards/calibration/mean" in summary["final_metrics"]
+
+
+def test_oracle_grpo_with_the_litellm_judge_keeps_the_key_secret(tmp_path):
+    """GRPO scored by a real litellm judge against a local OpenAI-compatible server; the API key (from the
+    environment only) appears nowhere in the run directory."""
+    from tests.judge_server import JudgeServer
+
+    secret = "sk-test-" + "9" * 32
+    out = tmp_path / "judged"
+    with JudgeServer() as server:
+        result = run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=litellm", "judge.model=openai/test-judge",
+                         f"judge.api_base={server.api_base}", f"judge.cache_dir={tmp_path / 'judge_cache'}",
+                         "judge.backoff_s=0.01", "eval.enabled=false", f"hydra.run.dir={out}",
+                         env={"OPENAI_API_KEY": secret})
+        assert_ok(result)
+        assert server.stats.total > 0
+        assert set(server.stats.auth) == {f"Bearer {secret}"}  # the key went where it belongs, and only there
+    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
+    assert grpo[0]["judge/calls"] > 0 and "judge/latency_mean_s" in grpo[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge"]["judge/calls"] == server.stats.total
+    leaked = [p for p in out.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaked == [] and secret not in result.stdout + result.stderr

@@ -15,6 +15,11 @@ def build_judge(cfg: DictConfig) -> Judge:
     name = cfg.judge.name
     if name == "label":
         return LabelJudge()
-    if name in ("litellm", "local"):
-        raise NotImplementedYetError(f"judge={name} is not implemented yet (tracked in issue #4); use judge=label")
+    if name == "litellm":
+        from ao_calib.judges.litellm_judge import LiteLLMJudge
+
+        return LiteLLMJudge.from_config(cfg.judge)
+    if name == "local":
+        raise NotImplementedYetError("judge=local is not implemented yet (tracked in issue #4); use judge=label "
+                                     "or judge=litellm")
     raise AOCalibError(f"judge={name} cannot score oracle answers; use judge=label")

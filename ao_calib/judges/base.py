@@ -31,6 +31,14 @@ class Judge(ABC):
     def __init__(self):
         self.stats = JudgeStats()
 
+    def pop_step_stats(self) -> dict[str, float]:
+        """Counters since the last call, logged once per training step (``judge/...``)."""
+        return {}
+
+    def totals(self) -> dict[str, float]:
+        """Counters over the judge's lifetime, for summary.json."""
+        return {"judge/calls": float(self.stats.calls), "judge/failures": float(self.stats.failures)}
+
     @abstractmethod
     async def score(self, items: Sequence[JudgeItem]) -> list[float | None]:
         """Informativeness in [0, 1] per item, or None where no judgment could be made (the sample is masked)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ao_calib.calibration import brier_term, parse_epistemic_status, tagged_reward
 from tasks.function_call.parsing import completion_text, parse_calls
 
 Canon = tuple  # a hashable, canonical form of a value or a call
@@ -81,8 +82,10 @@ def _f1(predicted: Counter, expected: Counter) -> float:
 
 
 def score_completion(text: Any, answer: str) -> dict[str, float]:
-    """All five rewards for one completion (string or chat-message list) and its expected answer."""
-    pred = _canonical_calls(completion_text(text))
+    """All five rewards for one completion (string or chat-message list) and its expected answer. A leading
+    ``[epistemic status: NN]`` tag (reward=calibrated_function_call) is set aside before the calls are read."""
+    status = parse_epistemic_status(completion_text(text))
+    pred = _canonical_calls(status.answer if status.parsed else completion_text(text))
     gold = _canonical_calls(answer if isinstance(answer, str) else completion_text(answer))
     function = _f1(Counter(n for n, _ in pred), Counter(n for n, _ in gold))
     params = _f1(
@@ -139,6 +142,24 @@ def tool_call_exact(completions: Sequence[Any], answer: Any, **kwargs: Any) -> l
 def tool_call_overall(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
     """0.4·function + 0.4·params + 0.2·exact."""
     return _batch("tool_call_overall", completions, answer)
+
+
+def make_calibrated_overall(lam: float, unparsed_margin: float | None):
+    """``tool_call_overall`` as the informativeness of a tagged answer: overall − λ·(conf/100 − overall)²."""
+
+    def calibrated_overall(completions: Sequence[Any], answer: Any, log_metric=None, **kwargs: Any) -> list[float]:
+        completions = list(completions)
+        statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
+        infos = [score_completion(c, a)["tool_call_overall"]
+                 for c, a in zip(completions, _answers(answer, len(completions)))]
+        if log_metric is not None and statuses:
+            log_metric("calibration/confidence_mean", sum(s.confidence for s in statuses) / 100 / len(statuses))
+            log_metric("calibration/parse_failure_rate", sum(not s.parsed for s in statuses) / len(statuses))
+            log_metric("calibration/brier", sum(brier_term(i, s.confidence) for i, s in zip(infos, statuses))
+                       / len(statuses))
+        return [tagged_reward(i, s, lam, unparsed_margin) for i, s in zip(infos, statuses)]
+
+    return calibrated_overall
 
 
 REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {

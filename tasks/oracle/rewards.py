@@ -20,6 +20,8 @@ def make_calibration_reward(judge: Judge, lam: float, unparsed_margin: float | N
                    for info, s in zip(informativeness, parsed)]
         if log_metric is not None:
             _log_step_metrics(log_metric, parsed, informativeness)
+            for name, value in judge.pop_step_stats().items():
+                log_metric(name, value)
         return rewards
 
     return calibration

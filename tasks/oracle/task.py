@@ -37,6 +37,7 @@ class OracleTask(Task):
         super().__init__(cfg)
         self._steering: ActivationSteering | None = None
         self._layers: list[int] = []
+        self._judge = None
         self.extraction = ExtractionStats()
 
     def pretrained_adapter(self) -> str | None:
@@ -116,9 +117,13 @@ class OracleTask(Task):
 
     def reward_functions(self) -> dict[str, RewardFn]:
         if self.cfg.judge.name == "none":
-            raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers)")
-        return {"calibration": make_calibration_reward(build_judge(self.cfg), self.cfg.task.lam,
-                                                      self.cfg.task.unparsed_margin)}
+            raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
+                               "or judge=litellm")
+        self._judge = self._judge or build_judge(self.cfg)
+        return {"calibration": make_calibration_reward(self._judge, self.cfg.task.lam, self.cfg.task.unparsed_margin)}
+
+    def summary(self) -> dict:
+        return {"judge": self._judge.totals()} if self._judge else {}
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)
