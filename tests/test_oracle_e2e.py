@@ -106,3 +106,14 @@ def test_oracle_grpo_with_the_litellm_judge_keeps_the_key_secret(tmp_path):
     assert summary["judge"]["judge/calls"] == server.stats.total
     leaked = [p for p in out.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaked == [] and secret not in result.stdout + result.stderr
+
+
+def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tmp_path):
+    out = tmp_path / "local"
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=local", "judge.max_new_tokens=8",
+                      "eval.enabled=false", f"hydra.run.dir={out}"))
+    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
+    # The tiny random base model writes no score, so every judgment is masked rather than scored 0.
+    assert grpo and all(r["oracle/masked_fraction"] == 1.0 for r in grpo)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge"]["judge/calls"] == summary["judge"]["judge/failures"] > 0

@@ -67,6 +67,7 @@ class OracleTask(Task):
                         self.cfg.model.num_hidden_layers, num_layers, num_layers)
         layers = layer_indices(num_layers, tcfg.layer_percents)
         self._layers = layers
+        self._model, self._tokenizer = model, tokenizer  # judge=local grades with the base model
         store = self._extract({r["prompt"] for r in train_rows + test_rows}, tokenizer, model, layers)
         self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
                                             mode=self.cfg.model.steering_mode,
@@ -119,7 +120,8 @@ class OracleTask(Task):
         if self.cfg.judge.name == "none":
             raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
                                "or judge=litellm")
-        self._judge = self._judge or build_judge(self.cfg)
+        self._judge = self._judge or build_judge(self.cfg, getattr(self, "_model", None),
+                                                 getattr(self, "_tokenizer", None))
         return {"calibration": make_calibration_reward(self._judge, self.cfg.task.lam, self.cfg.task.unparsed_margin)}
 
     def summary(self) -> dict:

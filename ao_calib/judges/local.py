@@ -1,0 +1,54 @@
+"""judge=local: the base model itself (adapter disabled) grades answers with the judge prompt, offline."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import torch
+
+from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.judges.litellm_judge import parse_score
+
+
+class LocalJudge(Judge):
+    name = "local"
+
+    def __init__(self, model, tokenizer, prompt: str, max_new_tokens: int = 64, batch_size: int = 8,
+                 chat_template_kwargs: dict | None = None):
+        super().__init__()
+        self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
+        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+        self.chat_template_kwargs = chat_template_kwargs or {}
+
+    async def score(self, items: Sequence[JudgeItem]) -> list[float | None]:
+        # Generation runs on the caller's thread: TRL awaits rewards on its own loop, and the model is idle then.
+        texts = [self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": self.prompt.format(prompt=i.prompt, question=i.question, answer=i.answer)}],
+            tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs) for i in items]
+        replies = self._generate(texts)
+        scores = [parse_score(reply) for reply in replies]
+        self.stats.calls += len(items)
+        self.stats.failures += sum(s is None for s in scores)
+        return scores
+
+    @torch.no_grad()
+    def _generate(self, texts: list[str]) -> list[str]:
+        model, tokenizer = self.model, self.tokenizer
+        disable = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
+        was_training, side = model.training, tokenizer.padding_side
+        model.eval()
+        tokenizer.padding_side = "left"
+        replies: list[str] = []
+        try:
+            with disable:
+                for start in range(0, len(texts), self.batch_size):
+                    batch = tokenizer(texts[start : start + self.batch_size], return_tensors="pt", padding=True,
+                                      add_special_tokens=False).to(next(model.parameters()).device)
+                    out = model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                         pad_token_id=tokenizer.pad_token_id)
+                    replies += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        finally:
+            model.train(was_training)
+            tokenizer.padding_side = side
+        return replies
