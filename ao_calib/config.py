@@ -125,6 +125,11 @@ class OracleGeneratedDataConfig:
 
 @dataclass
 class OracleDataConfig:
+    # The seed's WildChat oracle-questions format (hub id or local JSON/JSONL); answers unknown, so an LLM judge
+    # (judge=litellm or judge=local) scores them. Takes precedence over train_path/test_path.
+    path: Optional[str] = None
+    strict: bool = False  # stop at the first bad row instead of reporting and skipping it
+    test_fraction: float = 0.1  # prompts held out from `path` for evaluation
     # JSONL rows with prompt, question and answer ("Yes"/"No"); null -> generated data
     train_path: Optional[str] = None
     test_path: Optional[str] = None

@@ -117,3 +117,27 @@ def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tm
     assert grpo and all(r["oracle/masked_fraction"] == 1.0 for r in grpo)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["judge/calls"] == summary["judge"]["judge/failures"] > 0
+
+
+def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
+    from tests.judge_server import JudgeServer
+
+    topics = ["my Python code crashes", "a birthday cake recipe", "planning a trip to Rome", "learning guitar chords"]
+    records = [{"wildchat_question": f"Hi! Can you help me with {t}? Thanks a lot.", "language": "english",
+                "oracle_questions": [f"Is this about {t.split()[-1]}?", "What is the main topic?"]} for t in topics]
+    data = tmp_path / "wildchat.json"
+    data.write_text(json.dumps(records))
+    out = tmp_path / "wild"
+    with JudgeServer() as server:
+        assert_ok(run_cli("ao_calib.run", "task=oracle", "model=tiny_qwen3", "trainer.max_steps=1",
+                          "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=8",
+                          "task.activations.k=3", "judge=litellm",
+                          "judge.model=openai/test-judge", f"judge.api_base={server.api_base}",
+                          f"judge.cache_dir={tmp_path / 'cache'}", f"task.data.path={data}",
+                          "task.data.test_fraction=0.25", "eval.num_samples=2", f"hydra.run.dir={out}"))
+        assert server.stats.total > 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["metrics"]["unlabelled"] == 2  # no reference answers: format only, accuracy needs labels
+    refused = run_cli("ao_calib.run", "experiment=oracle_tiny", f"task.data.path={data}",
+                      f"hydra.run.dir={tmp_path / 'refused'}")
+    assert refused.returncode == 2 and "no reference answers" in refused.stderr

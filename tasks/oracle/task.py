@@ -22,7 +22,7 @@ from ao_calib.oracle_prompt import oracle_messages, placeholder_token_id
 from ao_calib.oracle_steering import ActivationSteering
 from ao_calib.task_api import RewardFn, Task, TaskData
 from tasks.oracle.classification import load_suite
-from tasks.oracle.data import load_labelled_rows
+from tasks.oracle.data import load_labelled_rows, load_wildchat
 from tasks.oracle.rewards import make_calibration_reward
 from tasks.oracle.synthetic import generate_splits
 
@@ -81,6 +81,8 @@ class OracleTask(Task):
 
     def _rows(self) -> tuple[list[dict], list[dict]]:
         data = self.cfg.task.data
+        if data.path:
+            return self._wildchat_rows()
         if data.train_path:
             if not data.test_path:
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
@@ -88,6 +90,18 @@ class OracleTask(Task):
         gen = data.generate
         return generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt, list(gen.kinds),
                                gen.seed)
+
+    def _wildchat_rows(self) -> tuple[list[dict], list[dict]]:
+        """WildChat prompts split into train/test by prompt; answers are unknown (None) and left to the judge."""
+        data = self.cfg.task.data
+        if self.cfg.judge.name in ("none", "label") or self.cfg.warmup is not None or self.cfg.trainer.name == "sft":
+            raise AOCalibError("task.data.path (WildChat questions) has no reference answers: use judge=litellm or "
+                               "judge=local with trainer=grpo and no warmup")
+        rows = [{**r, "answer": None, "kind": r["question_type"]}
+                for r in load_wildchat(data.path, strict=data.strict).to_list()]
+        prompts = sorted({r["prompt"] for r in rows}, key=activation_id)  # a stable, content-keyed shuffle
+        test = set(prompts[: max(1, int(len(prompts) * data.test_fraction))])
+        return [r for r in rows if r["prompt"] not in test], [r for r in rows if r["prompt"] in test]
 
     def _extract(self, prompts: set[str], tokenizer, model, layers: list[int]) -> dict:
         acfg = self.cfg.task.activations
@@ -105,7 +119,7 @@ class OracleTask(Task):
         confidence = rng.choice(list(self.cfg.task.sft_confidences))
         return {
             "prompt": oracle_messages(layer, len(store[aid][layer]), row["question"]),
-            "completion": format_epistemic_status(confidence, row["answer"]),
+            "completion": format_epistemic_status(confidence, row["answer"] or ""),
             "answer": row["answer"],
             "question": row["question"],
             "source_prompt": row["prompt"],
@@ -129,6 +143,8 @@ class OracleTask(Task):
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)
+        if row["answer"] is None:  # WildChat rows: no reference answer, so only the format is scored here
+            return {"parsed": float(status.parsed), "confidence": status.confidence / 100}
         correct = float(yes_no(status.answer) == yes_no(row["answer"]))
         return {
             "correct": correct,
@@ -159,10 +175,15 @@ class OracleTask(Task):
         return {"classification": results, "classification_skipped": skipped}
 
     def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
+        parse_rate = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
+        unlabelled = [r for r in records if "correct" not in r["scores"]]
+        records = [r for r in records if "correct" in r["scores"]]
+        if not records:  # accuracy and calibration need reference answers; see the classification suite
+            return {"parse_rate": parse_rate, "unlabelled": float(len(unlabelled)), "accuracy": float("nan")}
         conf = [r["scores"]["confidence"] for r in records]
         correct = [r["scores"]["correct"] for r in records]
         metrics = calibration_summary(conf, correct)
-        metrics["parse_rate"] = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
+        metrics["parse_rate"] = parse_rate
         metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / max(len(records), 1)
         plot_reliability_diagram(conf, correct, Path(out_dir) / f"reliability_{tag}.png",
                                  title=f"{tag}: ECE {metrics['ece']:.3f}, Brier {metrics['brier']:.3f}, "

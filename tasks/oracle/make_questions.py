@@ -1,0 +1,597 @@
+"""Write oracle probe questions for user prompts with an LLM, in the WildChat oracle-questions format.
+
+    python -m tasks.oracle.make_questions --prompts prompts.jsonl --out questions.jsonl \\
+        [--n-questions 8] [--model openai/gpt-4o-mini] [--api-base URL] [--max-concurrency 16] [--timeout-s 60] \\
+        [--max-retries 3] [--cache-dir DIR] [--language-field language]
+
+The seed's ``fetch_wildchat_questions.py`` rebuilt: for each prompt the LLM (through ``litellm.acompletion``) writes
+N probe questions, about half yes/no questions whose answer is yes (true facts about the prompt's topic, intent or
+emotion), about half probing a wrong topic or emotion (answer no), and a few open questions ("What is the main topic
+of the message?"). The reply is a JSON list of strings; the first JSON array in it is taken (code fences and prose
+around it are fine), its questions are stripped, de-duplicated and capped at N.
+
+Input (``--prompts``): JSONL, or a JSON list, of rows with a ``prompt`` (or ``wildchat_question``) field and an
+optional language field; or a plain text file with one prompt per line. Output (``--out``): JSONL, one object per
+prompt, ``{"wildchat_question", "language", "oracle_questions", ...the row's other fields}``, which
+``tasks.oracle.data.load_wildchat`` reads; written atomically, in input order.
+
+Limits are the judge's (``ao_calib.judges.litellm_judge``): at most ``--max-concurrency`` requests at once, a
+timeout per request, and retries with exponential backoff on 429/5xx/timeouts/lost connections and on replies
+with no usable question list. A prompt that still fails is reported and left out; the run goes on. Every finished
+prompt goes to a disk cache at once (``--cache-dir``: one small JSON file per prompt, ``<dir>/<key[:2]>/<key>.json``
+as in the judge's cache, written atomically), so a rerun makes no request for prompts already done.
+
+API keys come only from the environment, read by litellm itself. With ``--api-base`` and no ``OPENAI_API_KEY``,
+an ``openai/...`` model gets the placeholder key, as the judge does. litellm is imported lazily, with the bundled
+model-cost map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ao_calib.errors import AOCalibError
+
+log = logging.getLogger(__name__)
+
+_CACHE_VERSION = 1
+PROMPT_FIELDS = ("prompt", "wildchat_question")
+DEFAULT_MODEL = "openai/gpt-4o-mini"
+UNKNOWN_LANGUAGE = "unknown"
+
+DEFAULT_TEMPLATE = """\
+You write probe questions for an "activation oracle": a model that reads another model's internal activations \
+while it processes a user's message, and answers questions about that message.
+
+The user's message{language_note}:
+<message>
+{prompt}
+</message>
+
+Write {n} short questions, in English, about this message:
+- {n_yes} yes/no questions whose answer is YES: true facts about the message's topic, the user's intent or \
+request, or its tone or emotion (e.g. "Is the user asking for help with code?", "Is the user frustrated?");
+- {n_no} yes/no questions whose answer is NO: each probes a plausible but WRONG topic, intent or emotion \
+(e.g. "Is this message about cooking?", "Is the user celebrating good news?");
+- {n_open} open questions (e.g. "What is the main topic of the message?", "What does the user want?").
+Each question must be answerable from the message alone. Mix their order.
+
+Reply with only a JSON list of {n} strings."""
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)
+
+
+def _clean(items, n: int) -> list[str]:
+    """Non-empty strings, whitespace-normalised, de-duplicated (case-insensitive, first kept), at most ``n``."""
+    out, seen = [], set()
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        q = " ".join(item.split())
+        if not q or q.lower() in seen:
+            continue
+        seen.add(q.lower())
+        out.append(q)
+        if len(out) >= n:
+            break
+    return out
+
+
+def _first_array(text: str) -> list | None:
+    """The first JSON array in ``text`` that holds at least one non-empty string."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\[", text):
+        try:
+            value, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(value, list) and any(isinstance(v, str) and v.strip() for v in value):
+            return value
+    # Not JSON: a Python-style list (single quotes, a trailing comma) from the first "[" to the last "]".
+    start, end = text.find("["), text.rfind("]")
+    if 0 <= start < end:
+        try:
+            value = ast.literal_eval(text[start:end + 1])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        if isinstance(value, (list, tuple)):
+            return list(value)
+    return None
+
+
+def parse_questions(text: str | None, n: int) -> list[str]:
+    """The questions in an LLM reply: the first JSON array of strings (inside a code fence first, if any), its
+    strings cleaned, de-duplicated and capped at ``n``; ``[]`` when there is none."""
+    if not text or n < 1:
+        return []
+    for block in [*_FENCE.findall(text), text]:
+        found = _first_array(block)
+        if found is not None:
+            questions = _clean(found, n)
+            if questions:
+                return questions
+    return []
+
+
+# --------------------------------------------------------------------------------------------- input / output
+
+
+@dataclass
+class PromptRow:
+    index: int  # 0-based position in the input (rows and lines, blank lines not counted)
+    prompt: str
+    language: str
+    extra: dict = field(default_factory=dict)  # the row's other fields, kept in the output
+
+
+def _row_from(value, index: int, language_field: str) -> PromptRow:
+    if isinstance(value, str):
+        value = {"prompt": value}
+    if not isinstance(value, dict):
+        raise ValueError("a row must be a JSON object or a string")
+    name = next((f for f in PROMPT_FIELDS if isinstance(value.get(f), str) and value[f].strip()), None)
+    if name is None:
+        raise ValueError(f"no non-empty '{PROMPT_FIELDS[0]}' or '{PROMPT_FIELDS[1]}' field")
+    language = value.get(language_field)
+    language = language.strip() if isinstance(language, str) and language.strip() else UNKNOWN_LANGUAGE
+    extra = {k: v for k, v in value.items() if k not in (*PROMPT_FIELDS, "oracle_questions", "language")}
+    return PromptRow(index=index, prompt=value[name], language=language, extra=extra)
+
+
+def read_prompts(path: str | Path, language_field: str = "language") -> tuple[list[PromptRow], list[str]]:
+    """The prompts in ``path`` and one message per bad row (skipped). ``.json``: a list of rows; ``.jsonl``: one
+    row per line; ``.txt`` (or anything else that is not JSON): one prompt per non-blank line."""
+    path = Path(path)
+    if not path.is_file():
+        raise AOCalibError(f"prompts file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    values: list = []
+    if suffix == ".json":
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise AOCalibError(f"{path}: not valid JSON ({e.msg})") from None
+        if not isinstance(values, list):
+            raise AOCalibError(f"{path}: a JSON file must hold a list of rows")
+    elif suffix in (".jsonl", ".ndjson"):
+        values = [line for line in text.splitlines() if line.strip()]
+    else:
+        values = [line.strip() for line in text.splitlines() if line.strip()]
+    rows, bad = [], []
+    for index, value in enumerate(values):
+        try:
+            if suffix in (".jsonl", ".ndjson"):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"not valid JSON ({e.msg})") from None
+            rows.append(_row_from(value, index, language_field))
+        except ValueError as e:
+            bad.append(f"{path}: row {index}: {e}")
+    return rows, bad
+
+
+def output_record(row: PromptRow, questions: list[str]) -> dict:
+    return {**row.extra, "wildchat_question": row.prompt, "language": row.language, "oracle_questions": questions}
+
+
+def write_jsonl_atomic(path: str | Path, records: Sequence[dict]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# --------------------------------------------------------------------------------------------- cache
+
+
+def question_key(model: str, request_text: str, n: int) -> str:
+    """sha256 over the model, the full request text sent and N (the judge cache's key scheme, own namespace)."""
+    payload = json.dumps([_CACHE_VERSION, "oracle_questions", model, request_text, n], ensure_ascii=False,
+                         separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class QuestionCache:
+    """``get(key) -> list[str] | None`` and ``put(key, questions, raw)``: one JSON file per prompt,
+    ``<directory>/<key[:2]>/<key>.json`` (the judge cache's layout), moved into place with ``os.replace``. A file
+    that cannot be read or does not hold a valid entry for its key is a miss."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory).expanduser()
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str) -> Path:
+        if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"not a cache key: {key!r}")
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> list[str] | None:
+        try:
+            with open(self.path(key), encoding="utf-8") as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        questions = entry.get("oracle_questions")
+        if not isinstance(questions, list) or not questions or not all(isinstance(q, str) and q.strip()
+                                                                         for q in questions):
+            return None
+        return questions
+
+    def put(self, key: str, questions: list[str], raw: str | None) -> None:
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"key": key, "oracle_questions": questions, "raw": raw}, ensure_ascii=False)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.directory.glob("??/*.json"))
+
+
+# --------------------------------------------------------------------------------------------- writer
+
+
+@dataclass
+class Summary:
+    prompts: int = 0  # usable input rows
+    bad_rows: int = 0  # input rows skipped as malformed
+    unique: int = 0  # distinct requests (identical prompts are asked once)
+    done: int = 0  # rows written to the output
+    cached: int = 0  # distinct requests answered from the cache (no call)
+    failed: int = 0  # rows left out: their request still failed after the retries
+    calls: int = 0  # HTTP requests made, retries included
+    retries: int = 0
+    errors: int = 0  # requests that failed (status, timeout, connection)
+    garbage: int = 0  # replies with no usable question list
+    questions: int = 0  # questions written
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    failures: list = field(default_factory=list)  # "row I: why" per failed row
+    bad: list = field(default_factory=list)  # one message per malformed input row
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def format(self) -> str:
+        lines = [
+            f"prompts: {self.prompts} ({self.unique} distinct), done: {self.done}, cached: {self.cached}, "
+            f"failed: {self.failed}, bad input rows: {self.bad_rows}",
+            f"questions: {self.questions}, calls: {self.calls} (retries {self.retries}, errors {self.errors}, "
+            f"unusable replies {self.garbage})",
+            f"tokens: {self.prompt_tokens} prompt + {self.completion_tokens} completion, "
+            f"cost: ${self.cost_usd:.4f}, time: {self.seconds:.1f} s",
+        ]
+        lines += [f"failed: {f}" for f in self.failures]
+        lines += [f"skipped: {b}" for b in self.bad]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Outcome:
+    questions: list[str] | None
+    cached: bool = False
+    reason: str = ""
+
+
+class QuestionWriter:
+    """Asks an LLM for each prompt's probe questions; ``await write(rows)`` returns one ``_Outcome`` per row and
+    adds to ``self.summary``."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, api_base: str | None = None, n_questions: int = 8,
+                 max_concurrency: int = 16, timeout_s: float = 60.0, max_retries: int = 3, backoff_s: float = 1.0,
+                 cache_dir: str | os.PathLike | None = None, temperature: float = 0.7, max_tokens: int = 1024,
+                 min_questions: int = 1, max_prompt_chars: int = 6000, template: str = DEFAULT_TEMPLATE,
+                 jitter: float = 0.1):
+        if not model:
+            raise AOCalibError("--model must name a litellm model, e.g. openai/gpt-4o-mini")
+        if n_questions < 1 or not 1 <= min_questions <= n_questions:
+            raise AOCalibError(f"need 1 <= min_questions <= n_questions (got {min_questions}, {n_questions})")
+        if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0 or backoff_s < 0 or max_prompt_chars < 1:
+            raise AOCalibError("need max_concurrency >= 1, max_retries >= 0, timeout_s > 0, backoff_s >= 0 and "
+                               f"max_prompt_chars >= 1 (got {max_concurrency}, {max_retries}, {timeout_s}, "
+                               f"{backoff_s}, {max_prompt_chars})")
+        from ao_calib.judges.litellm_judge import _import_litellm
+
+        self.model = model
+        self.api_base = api_base or None
+        self.n = int(n_questions)
+        self.min_questions = int(min_questions)
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.jitter = float(jitter)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.max_prompt_chars = int(max_prompt_chars)
+        self.template = template
+        self.cache = QuestionCache(cache_dir) if cache_dir else None
+        self.summary = Summary()
+        self._litellm = _import_litellm()
+        self._rng = random.Random()
+        self._cost_unknown = False
+        self.render("", UNKNOWN_LANGUAGE)  # a bad template fails here, not per prompt
+
+    # ----------------------------------------------------------------------------------------- requests
+
+    def split(self) -> tuple[int, int, int]:
+        """(yes, no, open) question counts asked for: a few open ones, the rest half and half."""
+        n_open = 0 if self.n < 3 else max(1, self.n // 4)
+        n_no = (self.n - n_open) // 2
+        return self.n - n_open - n_no, n_no, n_open
+
+    def render(self, prompt: str, language: str) -> str:
+        if len(prompt) > self.max_prompt_chars:
+            prompt = prompt[:self.max_prompt_chars] + " [...]"
+        n_yes, n_no, n_open = self.split()
+        note = "" if not language or language == UNKNOWN_LANGUAGE else f" (language: {language})"
+        try:
+            return self.template.format(prompt=prompt, n=self.n, n_yes=n_yes, n_no=n_no, n_open=n_open,
+                                        language_note=note, language=language or UNKNOWN_LANGUAGE)
+        except (KeyError, IndexError, ValueError) as e:
+            raise AOCalibError(f"the question template is not a valid format string: {e!r}") from None
+
+    def _request_kwargs(self, text: str) -> dict:
+        from ao_calib.judges.litellm_judge import PLACEHOLDER_API_KEY
+
+        kwargs = dict(model=self.model, messages=[{"role": "user", "content": text}], temperature=self.temperature,
+                      max_tokens=self.max_tokens, timeout=self.timeout_s,
+                      max_retries=0, num_retries=0,  # retries are ours
+                      drop_params=True)
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            if self._is_openai_model() and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = PLACEHOLDER_API_KEY
+        return kwargs
+
+    def _is_openai_model(self) -> bool:
+        if "/" in self.model:
+            return self.model.split("/", 1)[0] == "openai"
+        try:
+            return self._litellm.get_llm_provider(self.model)[1] == "openai"
+        except Exception:  # noqa: BLE001 - an unknown model is not an OpenAI one
+            return False
+
+    def _backoff(self, retry: int) -> float:
+        delay = self.backoff_s * 2**retry
+        return delay + self._rng.uniform(0, self.jitter * delay)
+
+    async def write(self, rows: Sequence[PromptRow], progress_every: int = 50) -> list[_Outcome]:
+        """One outcome per row; identical requests are made once, cached ones not at all."""
+        keys, texts = [], {}
+        for row in rows:
+            text = self.render(row.prompt, row.language)
+            key = question_key(self.model, text, self.n)
+            keys.append(key)
+            texts.setdefault(key, text)
+        outcomes: dict[str, _Outcome] = {}
+        todo = []
+        for key in texts:
+            cached = self.cache.get(key) if self.cache is not None else None
+            if cached is not None:
+                outcomes[key] = _Outcome(cached[:self.n], cached=True)
+            else:
+                todo.append(key)
+        s = self.summary
+        s.prompts += len(rows)
+        s.unique += len(texts)
+        s.cached += len(texts) - len(todo)
+        if todo:
+            sem = asyncio.Semaphore(self.max_concurrency)
+            finished = 0
+
+            async def one(key: str) -> _Outcome:
+                nonlocal finished
+                outcome = await self._ask_and_store(key, texts[key], sem)
+                finished += 1
+                if progress_every and finished % progress_every == 0:
+                    log.info("%d of %d prompts asked", finished, len(todo))
+                return outcome
+
+            for key, outcome in zip(todo, await asyncio.gather(*(one(k) for k in todo))):
+                outcomes[key] = outcome
+        results = [outcomes[k] for k in keys]
+        for row, outcome in zip(rows, results):
+            if outcome.questions:
+                s.done += 1
+                s.questions += len(outcome.questions)
+            else:
+                s.failed += 1
+                preview = " ".join(row.prompt.split())
+                preview = preview if len(preview) <= 60 else preview[:57] + "..."
+                s.failures.append(f"row {row.index} ({preview!r}): {outcome.reason}")
+        return results
+
+    async def _ask_and_store(self, key: str, text: str, sem: asyncio.Semaphore) -> _Outcome:
+        questions, raw, reason = await self._ask(text, sem)
+        if questions and self.cache is not None:
+            try:
+                self.cache.put(key, questions, raw)
+            except OSError as e:
+                log.warning("question cache: could not write an entry (%s)", type(e).__name__)
+        return _Outcome(questions, reason=reason)
+
+    async def _ask(self, text: str, sem: asyncio.Semaphore) -> tuple[list[str] | None, str | None, str]:
+        """One prompt's questions with retries: (questions, raw reply, "") or (None, None, why it failed)."""
+        from ao_calib.judges.litellm_judge import _describe, is_retryable
+
+        kwargs = self._request_kwargs(text)
+        guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
+        last = "no attempt"
+        s = self.summary
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                s.retries += 1
+                await asyncio.sleep(self._backoff(attempt - 1))
+            async with sem:
+                try:
+                    response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
+                except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
+                    s.calls += 1
+                    s.errors += 1
+                    last = _describe(e)
+                    if not is_retryable(e):
+                        return None, None, f"{last}, not retried"
+                    log.debug("attempt %d failed: %s", attempt + 1, last)
+                    continue
+            s.calls += 1
+            usage = getattr(response, "usage", None)
+            s.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            s.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            s.cost_usd += self._cost(response)
+            raw = self._content(response)
+            questions = parse_questions(raw, self.n)
+            if len(questions) >= self.min_questions:
+                return questions, raw, ""
+            s.garbage += 1
+            last = "reply without a usable JSON list of questions"
+            log.debug("attempt %d: %s", attempt + 1, last)
+        return None, None, f"{last} after {self.max_retries + 1} attempts"
+
+    @staticmethod
+    def _content(response) -> str | None:
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+        return content if isinstance(content, str) else None
+
+    def _cost(self, response) -> float:
+        if self._cost_unknown:
+            return 0.0
+        hidden = getattr(response, "_hidden_params", None)
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
+                self._cost_unknown = True
+                return 0.0
+        try:
+            cost = float(cost)
+        except (TypeError, ValueError):
+            return 0.0
+        return cost if math.isfinite(cost) and cost > 0 else 0.0
+
+
+# --------------------------------------------------------------------------------------------- entry points
+
+
+def make_questions(prompts: str | Path, out: str | Path, *, language_field: str = "language",
+                   limit: int | None = None, **writer_kwargs) -> Summary:
+    """Reads ``prompts``, asks for each prompt's questions, writes ``out`` (atomically) and returns the summary.
+    ``writer_kwargs`` go to :class:`QuestionWriter`. Prompts that fail are left out and listed in the summary."""
+    start = time.perf_counter()
+    rows, bad = read_prompts(prompts, language_field)
+    for message in bad:
+        log.warning("skipped bad row: %s", message)
+    if limit is not None:
+        rows = rows[:max(0, limit)]
+    writer = QuestionWriter(**writer_kwargs)
+    outcomes = asyncio.run(writer.write(rows)) if rows else []
+    records = [output_record(row, o.questions) for row, o in zip(rows, outcomes) if o.questions]
+    write_jsonl_atomic(out, records)
+    summary = writer.summary
+    summary.bad_rows, summary.bad = len(bad), list(bad)
+    summary.seconds = time.perf_counter() - start
+    for failure in summary.failures:
+        log.warning("prompt failed and is left out: %s", failure)
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tasks.oracle.make_questions",
+        description="Write oracle probe questions for prompts with an LLM (WildChat oracle-questions JSONL).")
+    p.add_argument("--prompts", required=True, help="JSONL/JSON rows with 'prompt' (or 'wildchat_question'), "
+                                                    "or a .txt file with one prompt per line")
+    p.add_argument("--out", required=True, help="output JSONL (WildChat oracle-questions format)")
+    p.add_argument("--n-questions", type=int, default=8, help="questions per prompt (default 8)")
+    p.add_argument("--min-questions", type=int, default=1,
+                   help="a reply with fewer usable questions is retried (default 1)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"litellm model (default {DEFAULT_MODEL})")
+    p.add_argument("--api-base", default=None, help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--max-concurrency", type=int, default=16)
+    p.add_argument("--timeout-s", type=float, default=60.0, help="per request")
+    p.add_argument("--max-retries", type=int, default=3)
+    p.add_argument("--backoff-s", type=float, default=1.0, help="first retry's delay; doubles each retry")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--max-prompt-chars", type=int, default=6000, help="longer prompts are cut in the request")
+    p.add_argument("--cache-dir", default=None, help="reruns make no request for prompts already done")
+    p.add_argument("--language-field", default="language", help="the input field with the prompt's language")
+    p.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    p.add_argument("--summary-json", default=None, help="also write the summary to this JSON file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    if not args.verbose:
+        for name in ("LiteLLM", "litellm", "httpx", "openai", "aiohttp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        summary = make_questions(
+            args.prompts, args.out, language_field=args.language_field, limit=args.limit, model=args.model,
+            api_base=args.api_base, n_questions=args.n_questions, min_questions=args.min_questions,
+            max_concurrency=args.max_concurrency, timeout_s=args.timeout_s, max_retries=args.max_retries,
+            backoff_s=args.backoff_s, cache_dir=args.cache_dir, temperature=args.temperature,
+            max_tokens=args.max_tokens, max_prompt_chars=args.max_prompt_chars)
+    except AOCalibError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(summary.format())
+    print(f"wrote {summary.done} prompts to {args.out}")
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    # 0 when something was written (or there was nothing to do); 1 when every prompt failed.
+    return 1 if summary.prompts and not summary.done else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
