@@ -360,7 +360,7 @@ class PathsConfig:
 @dataclass
 class EvalConfig:
     enabled: bool = True
-    initial: bool = False  # also evaluate before training
+    initial: bool = True  # also evaluate before training (the seed's --no_initial_eval is eval.initial=false)
     after_warmup: bool = True  # evaluate after the warm-up stage too (eval_warmup.json)
     num_samples: Optional[int] = None  # null: the whole held-out split
     batch_size: int = 16

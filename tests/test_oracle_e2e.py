@@ -35,6 +35,12 @@ def test_oracle_pipeline_run_directory(tmp_path):
         assert (out / f"reliability_{tag}.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "brier" in summary["eval_metrics"]
+    assert summary["judge"]["judge/calls"] > 0 and "alerts" in summary
+
+    # Any saved oracle re-evaluates from its run directory, steering included.
+    assert_ok(run_cli("ao_calib.eval", f"run_dir={out}", "num_samples=4", "tag=cli"))
+    cli = json.loads((out / "eval_cli.json").read_text())
+    assert cli["num_samples"] == 4 and "ece" in cli["metrics"] and "control" in cli["variants"]
 
     # A second run (a sweep job, a rerun) reads every activation from the cache instead of the model.
     again = tmp_path / "again"

@@ -14,6 +14,7 @@ or the merged struct a ``datasets.Dataset`` builds from mixed dicts
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
 CATEGORIES: Final = ("calculator", "python_exec", "no_tool")
@@ -27,21 +28,24 @@ TOOL_ARG_KEY: Final[dict[str, str]] = {"calculator": "expression", "python": "co
 FIELDS: Final = ("id", "source", "category", "tool_needed", "tool", "tool_args", "prompt", "expected_answer")
 
 
-def expected_tool(tool: Any = None, category: Any = None) -> str | None:
-    """The tool a row expects: its ``tool`` column, or the one its ``category`` implies when that is absent.
+def expected_tool(row: Mapping[str, Any]) -> str | None:
+    """The tool a row expects: its ``tool`` field when present (None = answer directly), else the one its
+    ``category`` implies.
 
-    Raises ``ValueError`` when neither is usable, because scoring against an
-    unknown target would silently hand out wrong rewards.
+    Raises ``ValueError`` when the row has neither, or an unknown category,
+    because scoring against an unknown target would silently hand out wrong rewards.
     """
-    if isinstance(tool, str) and tool:
-        return tool
-    if isinstance(category, str):
+    if "tool" in row:
+        tool = row["tool"]
+        if tool is None or isinstance(tool, str):
+            return tool or None
+        raise ValueError(f"a tool_json row's 'tool' must be a string or null, got {type(tool).__name__}")
+    if "category" in row:
+        category = row["category"]
         if category not in CATEGORY_TOOL:
             raise ValueError(f"unknown tool_json category {category!r}; expected one of {CATEGORIES}")
         return CATEGORY_TOOL[category]
-    if tool is None and category is None:
-        raise ValueError("a tool_json reward needs the dataset's 'tool' or 'category' column")
-    return None
+    raise ValueError("a tool_json reward needs the dataset's 'tool' or 'category' column")
 
 
 def expected_arg(tool: str | None, tool_args: Any) -> str | None:

@@ -1,0 +1,107 @@
+"""Read one completion into the facts every reward needs, once.
+
+The object is located the way the spec prescribes: ``json.JSONDecoder().raw_decode``
+starting at the first ``{``. Text before that brace or after the object
+(prose, code fences, a second object) is *outside* the object: it costs the
+length penalty and the format reward, but the tool choice and arguments are
+still read from the object, so those rewards keep their own signal.
+
+Shapes (the output contract), with exact key sets:
+
+* ``{"final": str}``
+* ``{"tool": "calculator", "args": {"expression": str}}``
+* ``{"tool": "python", "args": {"code": str}}``
+
+The *chosen tool* is read more leniently than the shape, so that a right
+decision with malformed arguments still earns the tool reward: an object whose
+only key is ``final`` chooses no tool (``None``); an object with a string
+``tool`` and no ``final`` chooses that tool; anything else (no object, both
+keys, a non-string tool) is undecidable.
+
+TRL calls each reward function on the same completions in turn, so parsing is
+cached; the result is immutable and safe to share.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ao_calib.completions import completion_text
+from tasks.tool_json.schema import TOOL_ARG_KEY
+
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """What a completion says, as far as the rewards care.
+
+    ``found``: a JSON object was decoded at the first ``{``.
+    ``valid_json``: the whole stripped completion is one JSON object (the seed's "valid JSON").
+    ``shape``: ``"final"``, ``"calculator"`` or ``"python"`` when the object has one of the three exact
+    shapes, else None. ``value``: the answer, expression or code for that shape.
+    ``decided``/``tool``: whether a tool choice can be read, and which (None = answer directly).
+    ``outside_text``: non-whitespace text outside the object (or no object at all in a non-empty completion).
+    """
+
+    found: bool
+    valid_json: bool
+    shape: str | None
+    value: str | None
+    decided: bool
+    tool: str | None
+    outside_text: bool
+
+    @property
+    def correct_format(self) -> bool:
+        """Exactly one JSON object of one of the three shapes, and nothing else."""
+        return self.valid_json and self.shape is not None
+
+
+def object_shape(obj: Any) -> tuple[str | None, str | None]:
+    """``(shape, value)`` for an object of one of the three exact shapes, else ``(None, None)``."""
+    if not isinstance(obj, dict):
+        return None, None
+    if set(obj) == {"final"}:
+        return ("final", obj["final"]) if isinstance(obj["final"], str) else (None, None)
+    if set(obj) == {"tool", "args"}:
+        tool, args = obj["tool"], obj["args"]
+        key = TOOL_ARG_KEY.get(tool) if isinstance(tool, str) else None
+        if key and isinstance(args, dict) and set(args) == {key} and isinstance(args[key], str):
+            return tool, args[key]
+    return None, None
+
+
+def _tool_choice(obj: dict[str, Any]) -> tuple[bool, str | None]:
+    if "final" in obj and "tool" not in obj:
+        return (True, None) if set(obj) == {"final"} else (False, None)
+    if "final" not in obj and isinstance(obj.get("tool"), str):
+        return True, obj["tool"]
+    return False, None
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> ParsedOutput:
+    stripped = text.strip()
+    start = stripped.find("{")
+    obj: Any = None
+    end = -1
+    if start >= 0:
+        try:
+            obj, end = _DECODER.raw_decode(stripped, start)
+        except (json.JSONDecodeError, RecursionError):
+            obj = None
+    if not isinstance(obj, dict):
+        return ParsedOutput(False, False, None, None, False, None, outside_text=bool(stripped))
+    exact = start == 0 and end == len(stripped)
+    shape, value = object_shape(obj)
+    decided, tool = _tool_choice(obj)
+    return ParsedOutput(True, exact, shape, value, decided, tool, outside_text=not exact)
+
+
+def parse_output(completion: Any) -> ParsedOutput:
+    """Parse a completion given as a string or a chat-message list (TRL passes either)."""
+    return _parse_text(completion_text(completion))
