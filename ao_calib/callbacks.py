@@ -87,3 +87,19 @@ class RewardScheduleCallback(TrainerCallback):
                 log.info("step %d: reward phase %d, weights %s", state.global_step, phase,
                          dict(zip(self.schedule.names, weights)))
             self.phase = phase
+
+
+class PeriodicEvalCallback(TrainerCallback):
+    """Held-out evaluation every ``every`` optimiser steps (the seed's "validation every 200 steps"); its metrics
+    are logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike."""
+
+    def __init__(self, evaluate_fn: Callable[[str], dict], every: int):
+        self.evaluate_fn = evaluate_fn
+        self.every = every
+        self.trainer = None  # set after the trainer exists: logging goes through trainer.log
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.every and state.global_step % self.every == 0 and state.global_step < state.max_steps:
+            metrics = self.evaluate_fn(f"step{state.global_step}")
+            if self.trainer is not None:
+                self.trainer.log({f"val/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))})

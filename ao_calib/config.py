@@ -362,6 +362,8 @@ class EvalConfig:
     enabled: bool = True
     initial: bool = True  # also evaluate before training (the seed's --no_initial_eval is eval.initial=false)
     after_warmup: bool = True  # evaluate after the warm-up stage too (eval_warmup.json)
+    every_steps: Optional[int] = None  # also evaluate during training (val/<metric> in metrics.jsonl)
+    during_num_samples: int = 50  # held-out samples for those evaluations
     num_samples: Optional[int] = None  # null: the whole held-out split
     batch_size: int = 16
     max_new_tokens: Optional[int] = None  # null: the trainer's max_completion_length

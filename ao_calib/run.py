@@ -26,6 +26,7 @@ warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprec
 def train(cfg: DictConfig, run_dir: Path) -> dict:
     """The pipeline, one step per line. Returns the run summary."""
     from ao_calib import models, results
+    from ao_calib.callbacks import PeriodicEvalCallback
     from ao_calib.evaluation import evaluate
     from ao_calib.rewards import build_reward_schedule
     from ao_calib.task_api import get_task
@@ -53,9 +54,16 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         alerts: dict[str, dict] = {}
         for stage_name, stage in _stages(cfg):
             callbacks = task.training_callbacks(stage.name)
+            periodic = None
+            if cfg.eval.enabled and cfg.eval.every_steps:
+                periodic = PeriodicEvalCallback(
+                    lambda tag: evaluate_as(tag=tag, num_samples=cfg.eval.during_num_samples), cfg.eval.every_steps)
+                callbacks = [*callbacks, periodic]
             trainer = build_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir,
                                     steering=task.steering(), report_to_wandb=summary.wandb_run_id is not None,
                                     stage_name=stage_name, extra_callbacks=callbacks)
+            if periodic is not None:
+                periodic.trainer = trainer
             resume = latest_checkpoint(stage.resume_from_checkpoint, run_dir) if stage_name == "train" else None
             trainer.train(resume_from_checkpoint=resume)
             alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})

@@ -130,7 +130,11 @@ def test_optuna_search_runs_trials(tmp_path):
 def test_calibrated_function_call_reward_and_eval(tmp_path):
     out = tmp_path / "cal"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "reward=calibrated_function_call",
-                      "trainer.max_steps=1", "eval.num_samples=4", f"hydra.run.dir={out}"))
+                      "trainer.max_steps=2", "eval.num_samples=4", "eval.every_steps=1", "eval.during_num_samples=2",
+                      f"hydra.run.dir={out}"))
+    validation = [r for r in read_jsonl(out / "metrics.jsonl") if "val/accuracy" in r]
+    assert [r["step"] for r in validation] == [1] and "val/brier" in validation[0]  # not again at the last step
+    assert json.loads((out / "eval_step1.json").read_text())["num_samples"] == 2
     rows = [r for r in read_jsonl(out / "metrics.jsonl") if "reward" in r]
     assert "rewards/calibrated_overall/mean" in rows[0] and "calibration/brier" in rows[0]
     metrics = json.loads((out / "eval.json").read_text())["metrics"]

@@ -87,6 +87,10 @@ def test_format_reward_accepts_the_three_shapes(text):
     ("", False),
     ('{"final": "x"', False),  # truncated
     ("{'final': 'x'}", False),  # Python dict, not JSON
+    ('{"final": NaN}', False),  # not strict JSON
+    ('{"tool": "calculator", "args": {"expression": "1"}, "n": Infinity}', False),
+    ('{"final": 1' + "0" * 100_000 + "}", False),  # an int Python refuses to convert
+    ('{"a": ' * 50_000, False),  # nesting deeper than the decoder's recursion
     ('The answer: {"final": "x"}', False),  # prose before
     ('{"final": "x"} Hope that helps!', False),  # prose after
     ('```json\n{"final": "x"}\n```', False),  # code fence
@@ -277,6 +281,8 @@ def test_score_completion_totals_and_flags():
     assert garbage["total"] == pytest.approx(-0.5 - 0.2) and garbage["valid_json"] == 0.0
     weighted = score_completion(final("Lyon"), FINAL, weights={"tool_reward": 2.0, "format_reward": 0.5})
     assert weighted["total"] == pytest.approx(0.5 * 1.0 + 2.0 * 0.5)
+    with pytest.raises(ValueError, match="unknown tool_json reward weight"):
+        score_completion(final("Paris"), FINAL, weights={"format": 1.0})
 
 
 def test_reward_functions_registry_and_batches():

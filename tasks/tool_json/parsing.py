@@ -32,7 +32,13 @@ from typing import Any
 from ao_calib.completions import completion_text
 from tasks.tool_json.schema import TOOL_ARG_KEY
 
-_DECODER = json.JSONDecoder()
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# Strict JSON: NaN and Infinity, which Python's json accepts by default, make the object invalid.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ def _parse_text(text: str) -> ParsedOutput:
     if start >= 0:
         try:
             obj, end = _DECODER.raw_decode(stripped, start)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: JSONDecodeError, NaN, or an int over 4300 digits
             obj = None
     if not isinstance(obj, dict):
         return ParsedOutput(False, False, None, None, False, None, outside_text=bool(stripped))

@@ -159,6 +159,9 @@ def score_completion(text: Any, row: Mapping[str, Any], weights: Mapping[str, fl
         "args_reward": _args_score(parsed, row),
         "length_penalty": LENGTH_PENALTY if parsed.outside_text else 0.0,
     }
+    unknown = set(weights or {}) - set(DEFAULT_WEIGHTS)
+    if unknown:
+        raise ValueError(f"unknown tool_json reward weight(s) {sorted(unknown)}; known: {list(DEFAULT_WEIGHTS)}")
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
     scores["total"] = sum(w[k] * scores[k] for k in DEFAULT_WEIGHTS)
     scores["valid_json"] = float(parsed.valid_json)
