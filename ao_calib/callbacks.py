@@ -102,4 +102,6 @@ class PeriodicEvalCallback(TrainerCallback):
         if self.every and state.global_step % self.every == 0 and state.global_step < state.max_steps:
             metrics = self.evaluate_fn(f"step{state.global_step}")
             if self.trainer is not None:
+                pending_train_log = control.should_log  # logging resets the flag; the step's own log must still run
                 self.trainer.log({f"val/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))})
+                control.should_log = self.trainer.control.should_log = pending_train_log

@@ -32,7 +32,8 @@ class LoraConfig:
 
 @dataclass
 class TinyModelConfig:
-    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny_models)."""
+    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny_models).
+    ``vocab_size`` is the model's embedding size and the BPE tokenizer's target size."""
 
     family: str = "qwen3"  # qwen3 | gemma3
     hidden_size: int = 64
@@ -196,8 +197,25 @@ class OracleTaskConfig(TaskConfig):
 
 
 @dataclass
+class ToolJsonGeneratedDataConfig:
+    n: int = 2000  # rows in all, before the validation split
+    seed: int = 0
+    val_fraction: float = 0.1
+
+
+@dataclass
+class ToolJsonDataConfig:
+    # The seed's schema, as a JSON array or JSONL (tasks.tool_json.data); null -> generated data
+    train_path: Optional[str] = None
+    validation_path: Optional[str] = None
+    generate: ToolJsonGeneratedDataConfig = field(default_factory=ToolJsonGeneratedDataConfig)
+
+
+@dataclass
 class ToolJsonTaskConfig(TaskConfig):
     name: str = "tool_json"
+    data: ToolJsonDataConfig = field(default_factory=ToolJsonDataConfig)
+    calibration: TaskCalibrationConfig = field(default_factory=TaskCalibrationConfig)
 
 
 # --------------------------------------------------------------------------------------------- reward

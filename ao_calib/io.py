@@ -31,3 +31,12 @@ def append_jsonl(path: str | Path, records: list[dict]) -> None:
     with Path(path).open("a") as f:
         for record in records:
             f.write(json.dumps(record, default=str) + "\n")
+
+
+def ensure_generated(paths: list[Path], build) -> list[Path]:
+    """Generated data cached on disk: ``build()`` returns one text per path and runs only when a file is missing
+    (generation is deterministic, so a half-finished earlier attempt is simply redone)."""
+    if not all(p.exists() for p in paths):
+        for path, text in zip(paths, build(), strict=True):
+            atomic_write_text(path, text)
+    return paths

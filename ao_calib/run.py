@@ -31,7 +31,6 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     from ao_calib.rewards import build_reward_schedule
     from ao_calib.task_api import get_task
     from ao_calib.trainers import build_trainer, latest_checkpoint
-
     from transformers import set_seed
 
     summary = results.RunSummary(run_dir)

@@ -85,8 +85,9 @@ class Task(ABC):
 _TASKS = {
     "function_call": "tasks.function_call.task:FunctionCallTask",
     "oracle": "tasks.oracle.task:OracleTask",
+    "tool_json": "tasks.tool_json.task:ToolJsonTask",
 }
-_PLANNED = {"tool_json": "the JSON tool-calling issue (#5)"}
+_PLANNED: dict[str, str] = {}
 
 
 def get_task(cfg: DictConfig) -> Task:

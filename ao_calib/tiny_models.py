@@ -21,10 +21,11 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from ao_calib.config import TinyModelConfig
 
 from ao_calib.chat_templates import CHAT_TEMPLATES
 from ao_calib.tiny_corpus import corpus_texts
@@ -53,20 +54,8 @@ _GEMMA3_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end
                     "<start_of_image>", "<end_of_image>", "<image_soft_token>"]
 
 
-@dataclass
-class TinyModelSpec:
-    """Shape of a tiny model. `vocab_size` is the model's embedding size and the BPE target."""
-
-    family: str  # "qwen3" | "gemma3"
-    hidden_size: int = 64
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    vocab_size: int = 4096
-    max_position_embeddings: int = 2048
-    seed: int = 0
+# The spec is the model config's `tiny` block, so a config and a direct call describe a model the same way.
+TinyModelSpec = TinyModelConfig
 
 
 # --------------------------------------------------------------------------- public API

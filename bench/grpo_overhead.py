@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import tempfile
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -23,7 +20,7 @@ from ao_calib.rewards import build_reward_schedule
 from ao_calib.task_api import get_task
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
-from bench.report import device_name, update_benchmarks
+from bench.report import alternating_medians, device_name, update_benchmarks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,18 +55,8 @@ def main() -> None:
                            args=build_grpo_config(cfg, cfg.trainer, out / "checkpoints", schedule.weights_at(0)),
                            train_dataset=data.train, processing_class=tokenizer)
 
-    times: dict[str, list[float]] = {"ao_calib": [], "trl": []}
-    for r in range(args.rounds + 1):  # round 0 warms up both (allocator, kernels, caches) and is discarded
-        for name, build in (("trl", plain), ("ao_calib", ours)) if r % 2 else (("ao_calib", ours), ("trl", plain)):
-            with tempfile.TemporaryDirectory() as tmp:
-                trainer = build(Path(tmp))
-                start = time.perf_counter()
-                trainer.train()
-                elapsed = (time.perf_counter() - start) / args.steps
-            if r:
-                times[name].append(elapsed)
-            print(f"round {r} {name:8s} {elapsed * 1000:8.1f} ms/step", flush=True)
-    ours_ms, trl_ms = (statistics.median(times[k]) * 1000 for k in ("ao_calib", "trl"))
+    medians = alternating_medians({"ao_calib": ours, "trl": plain}, args.rounds, args.steps)
+    ours_ms, trl_ms = medians["ao_calib"] * 1000, medians["trl"] * 1000
     ratio = ours_ms / trl_ms
     print(f"median: ao_calib {ours_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ratio:.3f}")
     if args.write:

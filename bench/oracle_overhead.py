@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import tempfile
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -21,7 +18,7 @@ from ao_calib.rewards import build_reward_schedule
 from ao_calib.task_api import get_task
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
-from bench.report import device_name, update_benchmarks
+from bench.report import alternating_medians, device_name, update_benchmarks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,19 +53,8 @@ def main() -> None:
                            args=build_grpo_config(cfg, cfg.trainer, out / "checkpoints", schedule.weights_at(0)),
                            train_dataset=data.train, processing_class=tokenizer)
 
-    times: dict[str, list[float]] = {"oracle": [], "trl": []}
-    for r in range(args.rounds + 1):
-        order = (("trl", plain), ("oracle", oracle)) if r % 2 else (("oracle", oracle), ("trl", plain))
-        for name, build in order:
-            with tempfile.TemporaryDirectory() as tmp:
-                trainer = build(Path(tmp))
-                start = time.perf_counter()
-                trainer.train()
-                elapsed = (time.perf_counter() - start) / args.steps
-            if r:
-                times[name].append(elapsed)
-            print(f"round {r} {name:7s} {elapsed * 1000:8.1f} ms/step", flush=True)
-    oracle_ms, trl_ms = (statistics.median(times[k]) * 1000 for k in ("oracle", "trl"))
+    medians = alternating_medians({"oracle": oracle, "trl": plain}, args.rounds, args.steps)
+    oracle_ms, trl_ms = medians["oracle"] * 1000, medians["trl"] * 1000
     ratio = oracle_ms / trl_ms
     print(f"median: oracle {oracle_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ratio:.3f}")
     if args.write:

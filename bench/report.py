@@ -25,3 +25,25 @@ def update_benchmarks(path: Path, section: str, table: list[str], command: str) 
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def alternating_medians(builders: dict, rounds: int, steps: int) -> dict[str, float]:
+    """Median seconds per optimiser step of each trainer, trained ``steps`` steps per round from a fresh build,
+    with the order alternating between rounds so drift in machine load hits every side alike. Round 0 warms
+    up every side (allocator, kernels, caches) and is not counted."""
+    import statistics
+    import tempfile
+
+    times: dict[str, list[float]] = {name: [] for name in builders}
+    names = list(builders)
+    for r in range(rounds + 1):
+        for name in names if r % 2 == 0 else names[::-1]:
+            with tempfile.TemporaryDirectory() as tmp:
+                trainer = builders[name](Path(tmp))
+                start = time.perf_counter()
+                trainer.train()
+                elapsed = (time.perf_counter() - start) / steps
+            if r:
+                times[name].append(elapsed)
+            print(f"round {r} {name:9s} {elapsed * 1000:8.1f} ms/step", flush=True)
+    return {name: statistics.median(t) for name, t in times.items()}

@@ -88,14 +88,6 @@ def test_cli_rejects_misspelt_and_appended_keys():
         assert "Traceback" not in result.stderr
 
 
-def test_unbuilt_task_fails_with_a_clear_message():
-    result = run_cli("ao_calib.run", "task=tool_json", "model=tiny_qwen3", "hydra.run.dir=/tmp/ao_calib_never")
-    assert result.returncode == 2
-    assert "task=tool_json is not implemented yet" in result.stderr
-    assert "experiment=quickstart" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_real_model_without_gpu_or_hub_stops_at_once():
     result = run_cli("ao_calib.run", "judge=label", "hydra.run.dir=/tmp/ao_calib_never", timeout=60)  # the default

@@ -12,8 +12,9 @@ import hashlib
 import json
 import math
 import os
-import tempfile
+
 from pathlib import Path
+from ao_calib.io import atomic_write_text
 
 _VERSION = 1
 
@@ -63,19 +64,7 @@ class JudgmentCache:
         if not (math.isfinite(score) and 0.0 <= score <= 1.0):
             raise ValueError(f"a cached score must be in [0, 1], got {score}")
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"key": key, "score": score, "raw": raw}, ensure_ascii=False)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_text(target, json.dumps({"key": key, "score": score, "raw": raw}, ensure_ascii=False))
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.glob("??/*.json"))

@@ -146,6 +146,44 @@ class _Counters:
 # --------------------------------------------------------------------------------------------- judge
 
 
+def response_text(response) -> str | None:
+    """The reply text of a chat completion, or None when the response has none."""
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+class CostMeter:
+    """litellm's price for each response; 0.0 for models without a known price (e.g. self-hosted ones).
+
+    litellm already prices each response once (``_hidden_params["response_cost"]``, from ``completion_cost``);
+    that value is used when present, so the work is not done twice. After one unpriced response the model is
+    taken as unpriced, so the lookup is not retried on every call."""
+
+    def __init__(self, litellm):
+        self._litellm = litellm
+        self._unknown = False
+
+    def __call__(self, response) -> float:
+        if self._unknown:
+            return 0.0
+        hidden = getattr(response, "_hidden_params", None)
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
+                self._unknown = True
+                return 0.0
+        try:
+            cost = float(cost)
+        except (TypeError, ValueError):
+            return 0.0
+        return cost if math.isfinite(cost) and cost > 0 else 0.0
+
+
 class LiteLLMJudge(Judge):
     """Scores items with an LLM through ``litellm.acompletion``; see the module docstring."""
 
@@ -181,7 +219,7 @@ class LiteLLMJudge(Judge):
         self._step = _Counters()
         self._total = _Counters()
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._cost_unknown = False
+        self._cost = CostMeter(self._litellm)
         self._rng = random.Random()
 
     @classmethod
@@ -353,7 +391,7 @@ class LiteLLMJudge(Judge):
                     log.debug("judge %s: attempt %d failed: %s", self.model, attempt + 1, last)
                     continue
                 latency = time.perf_counter() - start
-            raw = self._content(response)
+            raw = response_text(response)
             usage = getattr(response, "usage", None)
             self._add(calls=1, latency=latency, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                       completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
@@ -365,32 +403,3 @@ class LiteLLMJudge(Judge):
             last = "reply without a score"
             log.debug("judge %s: attempt %d: %s", self.model, attempt + 1, last)
         return None, None, f"{last} after {self.max_retries + 1} attempts"
-
-    @staticmethod
-    def _content(response) -> str | None:
-        try:
-            content = response.choices[0].message.content
-        except (AttributeError, IndexError, KeyError, TypeError):
-            return None
-        return content if isinstance(content, str) else None
-
-    def _cost(self, response) -> float:
-        """litellm's price for this response (``completion_cost``); 0.0 for models without a known price.
-
-        litellm already prices each response once (``_hidden_params["response_cost"]``, from the same
-        ``completion_cost``); that value is used when present, so the work is not done twice."""
-        if self._cost_unknown:
-            return 0.0
-        hidden = getattr(response, "_hidden_params", None)
-        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        if cost is None:
-            try:
-                cost = self._litellm.completion_cost(completion_response=response)
-            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
-                self._cost_unknown = True
-                return 0.0
-        try:
-            cost = float(cost)
-        except (TypeError, ValueError):
-            return 0.0
-        return cost if math.isfinite(cost) and cost > 0 else 0.0

@@ -3,6 +3,7 @@ activation steering, the injection is part of every training forward pass."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import datasets
@@ -12,6 +13,8 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
+
+log = logging.getLogger(__name__)
 
 
 def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
@@ -38,7 +41,16 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
-    return dataset.map(encode, desc="tokenizing SFT pairs")
+    encoded = dataset.map(encode, desc="tokenizing SFT pairs")
+    # A prompt that fills max_length leaves nothing to learn from; TRL would silently drop such rows.
+    lost = sum(1 for mask in encoded["completion_mask"] if not any(mask))
+    if lost == len(encoded):
+        raise AOCalibError(f"every SFT example's prompt is at least max_length={max_length} tokens: raise "
+                           "trainer.max_length (or warmup.max_length)")
+    if lost:
+        log.warning("%d of %d SFT examples have no completion tokens within max_length=%d and are skipped",
+                    lost, len(encoded), max_length)
+    return encoded
 
 
 class SteeringCollator:

@@ -10,7 +10,7 @@ import datasets
 
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.errors import AOCalibError
-from ao_calib.io import atomic_write_text
+from ao_calib.io import ensure_generated
 from ao_calib.metrics.calibration import calibration_summary, plot_reliability_diagram
 from ao_calib.task_api import RewardFn, Task, TaskData
 from tasks.function_call.data import load_rows
@@ -52,12 +52,12 @@ class FunctionCallTask(Task):
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
         gen = self.cfg.task.data.generate
         folder = Path(self.cfg.paths.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{gen.seed}"
-        train_path, test_path = folder / "train.jsonl", folder / "test.jsonl"
-        if not (train_path.exists() and test_path.exists()):
-            train_rows, test_rows = generate_splits(gen.n_train, gen.n_test, gen.seed)
-            folder.mkdir(parents=True, exist_ok=True)
-            for rows, path in ((test_rows, test_path), (train_rows, train_path)):
-                atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+        def build() -> list[str]:
+            splits = generate_splits(gen.n_train, gen.n_test, gen.seed)
+            return ["".join(json.dumps(row) + "\n" for row in rows) for rows in splits]
+
+        train_path, test_path = ensure_generated([folder / "train.jsonl", folder / "test.jsonl"], build)
         return train_path, test_path
 
     def reward_functions(self) -> dict[str, RewardFn]:

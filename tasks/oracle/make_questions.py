@@ -34,18 +34,17 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import os
 import random
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ao_calib.errors import AOCalibError
+from ao_calib.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -195,20 +194,7 @@ def output_record(row: PromptRow, questions: list[str]) -> dict:
 
 
 def write_jsonl_atomic(path: str | Path, records: Sequence[dict]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
 
 
 # --------------------------------------------------------------------------------------------- cache
@@ -251,19 +237,8 @@ class QuestionCache:
 
     def put(self, key: str, questions: list[str], raw: str | None) -> None:
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"key": key, "oracle_questions": questions, "raw": raw}, ensure_ascii=False)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_text(target, json.dumps({"key": key, "oracle_questions": questions, "raw": raw},
+                                             ensure_ascii=False))
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.glob("??/*.json"))
@@ -333,7 +308,7 @@ class QuestionWriter:
             raise AOCalibError("need max_concurrency >= 1, max_retries >= 0, timeout_s > 0, backoff_s >= 0 and "
                                f"max_prompt_chars >= 1 (got {max_concurrency}, {max_retries}, {timeout_s}, "
                                f"{backoff_s}, {max_prompt_chars})")
-        from ao_calib.judges.litellm_judge import _import_litellm
+        from ao_calib.judges.litellm_judge import CostMeter, _import_litellm
 
         self.model = model
         self.api_base = api_base or None
@@ -352,7 +327,7 @@ class QuestionWriter:
         self.summary = Summary()
         self._litellm = _import_litellm()
         self._rng = random.Random()
-        self._cost_unknown = False
+        self._cost = CostMeter(self._litellm)
         self.render("", UNKNOWN_LANGUAGE)  # a bad template fails here, not per prompt
 
     # ----------------------------------------------------------------------------------------- requests
@@ -456,7 +431,7 @@ class QuestionWriter:
 
     async def _ask(self, text: str, sem: asyncio.Semaphore) -> tuple[list[str] | None, str | None, str]:
         """One prompt's questions with retries: (questions, raw reply, "") or (None, None, why it failed)."""
-        from ao_calib.judges.litellm_judge import _describe, is_retryable
+        from ao_calib.judges.litellm_judge import _describe, is_retryable, response_text
 
         kwargs = self._request_kwargs(text)
         guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
@@ -482,7 +457,7 @@ class QuestionWriter:
             s.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
             s.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
             s.cost_usd += self._cost(response)
-            raw = self._content(response)
+            raw = response_text(response)
             questions = parse_questions(raw, self.n)
             if len(questions) >= self.min_questions:
                 return questions, raw, ""
@@ -490,31 +465,6 @@ class QuestionWriter:
             last = "reply without a usable JSON list of questions"
             log.debug("attempt %d: %s", attempt + 1, last)
         return None, None, f"{last} after {self.max_retries + 1} attempts"
-
-    @staticmethod
-    def _content(response) -> str | None:
-        try:
-            content = response.choices[0].message.content
-        except (AttributeError, IndexError, KeyError, TypeError):
-            return None
-        return content if isinstance(content, str) else None
-
-    def _cost(self, response) -> float:
-        if self._cost_unknown:
-            return 0.0
-        hidden = getattr(response, "_hidden_params", None)
-        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        if cost is None:
-            try:
-                cost = self._litellm.completion_cost(completion_response=response)
-            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
-                self._cost_unknown = True
-                return 0.0
-        try:
-            cost = float(cost)
-        except (TypeError, ValueError):
-            return 0.0
-        return cost if math.isfinite(cost) and cost > 0 else 0.0
 
 
 # --------------------------------------------------------------------------------------------- entry points

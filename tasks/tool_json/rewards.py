@@ -220,3 +220,20 @@ REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
     "args_reward": args_reward,
     "length_penalty": length_penalty,
 }
+
+
+def make_calibrated_args(lam: float, unparsed_margin: float | None):
+    """reward=calibrated_tool_json: ``args_reward`` (0/1: the answer is semantically right) is the
+    informativeness of a tagged answer, scored args − λ·(conf/100 − args)²."""
+    from ao_calib.calibration import parse_epistemic_status, tagged_reward
+    from ao_calib.completions import completion_text
+
+    def calibrated_args(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        completions = list(completions)
+        statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
+        rows = _rows(len(completions), kwargs)
+        infos = [_args_score(parse_output(s.answer if s.parsed else completion_text(c)), r)
+                 for c, s, r in zip(completions, statuses, rows)]
+        return [tagged_reward(i, s, lam, unparsed_margin) for i, s in zip(infos, statuses)]
+
+    return calibrated_args
