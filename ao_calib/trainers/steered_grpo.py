@@ -54,7 +54,7 @@ class SteeredGRPOTrainer(AOGRPOTrainer):
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            **kwargs):
         if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
-            raise NotImplementedError("steered GRPO supports text-only models inputs")
+            raise NotImplementedError("steered GRPO supports text-only inputs (no images)")
         if self._loss_batch is not None:
             injected, kind = self._loss_batch, "loss"
         else:  # old-policy or reference log-probs of the generation batch being scored
