@@ -146,6 +146,30 @@ class _Counters:
 # --------------------------------------------------------------------------------------------- judge
 
 
+def completion_kwargs(litellm, model: str, text: str, *, api_base: str | None, temperature: float, max_tokens: int,
+                      timeout_s: float) -> dict:
+    """Arguments for one ``litellm.acompletion`` call of a single user message. Retries are the caller's: no SDK
+    or litellm retries underneath. A local OpenAI-compatible server with no key in the environment gets a
+    placeholder key; a real key is only ever read by litellm from the environment."""
+    kwargs = dict(model=model, messages=[{"role": "user", "content": text}], temperature=temperature,
+                  max_tokens=max_tokens, timeout=timeout_s, max_retries=0, num_retries=0,
+                  drop_params=True)  # e.g. models that reject temperature
+    if api_base:
+        kwargs["api_base"] = api_base
+        if _is_openai_model(litellm, model) and not os.environ.get("OPENAI_API_KEY"):
+            kwargs["api_key"] = PLACEHOLDER_API_KEY
+    return kwargs
+
+
+def _is_openai_model(litellm, model: str) -> bool:
+    if "/" in model:
+        return model.split("/", 1)[0] == "openai"
+    try:
+        return litellm.get_llm_provider(model)[1] == "openai"
+    except Exception:  # noqa: BLE001 - an unknown model is simply not an OpenAI one
+        return False
+
+
 def response_text(response) -> str | None:
     """The reply text of a chat completion, or None when the response has none."""
     try:
@@ -342,23 +366,8 @@ class LiteLLMJudge(Judge):
         return delay + self._rng.uniform(0, self.jitter * delay)
 
     def _request_kwargs(self, text: str) -> dict:
-        kwargs = dict(model=self.model, messages=[{"role": "user", "content": text}], temperature=self.temperature,
-                      max_tokens=self.max_tokens, timeout=self.timeout_s,
-                      max_retries=0, num_retries=0,  # retries are ours: no SDK or litellm retries underneath
-                      drop_params=True)  # e.g. models that reject temperature
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-            if self._is_openai_model() and not os.environ.get("OPENAI_API_KEY"):
-                kwargs["api_key"] = PLACEHOLDER_API_KEY
-        return kwargs
-
-    def _is_openai_model(self) -> bool:
-        if "/" in self.model:
-            return self.model.split("/", 1)[0] == "openai"
-        try:
-            return self._litellm.get_llm_provider(self.model)[1] == "openai"
-        except Exception:  # noqa: BLE001 - an unknown model is simply not an OpenAI one
-            return False
+        return completion_kwargs(self._litellm, self.model, text, api_base=self.api_base,
+                                 temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
 
     async def _judge_and_store(self, key: str, text: str, sem: asyncio.Semaphore):
         """``_judge``, then the judgment goes to the disk cache at once (a failure is never cached)."""

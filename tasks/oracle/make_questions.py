@@ -350,25 +350,10 @@ class QuestionWriter:
             raise AOCalibError(f"the question template is not a valid format string: {e!r}") from None
 
     def _request_kwargs(self, text: str) -> dict:
-        from ao_calib.judges.litellm_judge import PLACEHOLDER_API_KEY
+        from ao_calib.judges.litellm_judge import completion_kwargs
 
-        kwargs = dict(model=self.model, messages=[{"role": "user", "content": text}], temperature=self.temperature,
-                      max_tokens=self.max_tokens, timeout=self.timeout_s,
-                      max_retries=0, num_retries=0,  # retries are ours
-                      drop_params=True)
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-            if self._is_openai_model() and not os.environ.get("OPENAI_API_KEY"):
-                kwargs["api_key"] = PLACEHOLDER_API_KEY
-        return kwargs
-
-    def _is_openai_model(self) -> bool:
-        if "/" in self.model:
-            return self.model.split("/", 1)[0] == "openai"
-        try:
-            return self._litellm.get_llm_provider(self.model)[1] == "openai"
-        except Exception:  # noqa: BLE001 - an unknown model is not an OpenAI one
-            return False
+        return completion_kwargs(self._litellm, self.model, text, api_base=self.api_base,
+                                 temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
 
     def _backoff(self, retry: int) -> float:
         delay = self.backoff_s * 2**retry
