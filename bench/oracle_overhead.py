@@ -7,20 +7,10 @@ data, reward and settings without injection. Rounds alternate in one process; me
 from __future__ import annotations
 
 import argparse
-import copy
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from trl import GRPOTrainer
-
-from ao_calib import models
-from ao_calib.rewards import build_reward_schedule
-from ao_calib.task_api import get_task
-from ao_calib.trainers import build_trainer
-from ao_calib.trainers.grpo import build_grpo_config
+from bench.grpo_setup import GRPOBench
 from bench.report import alternating_medians, device_name, update_benchmarks
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
@@ -31,29 +21,10 @@ def main() -> None:
     args = parser.parse_args()
     overrides = ["experiment=quickstart", f"trainer.max_steps={args.steps}", "trainer.save_steps=100000",
                  "trainer.beta=0.05", "task.data.generate.n_train_prompts=64", "task.data.generate.n_test_prompts=8"]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    task = get_task(cfg)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
-    base = models.load_base_model(cfg.model, source)
-    data = task.build_data(tokenizer, models.attach_lora(copy.deepcopy(base), cfg.model, cfg.trainer))
-    reward_fns = task.reward_functions()
-    schedule = build_reward_schedule(cfg.reward, reward_fns)
-
-    def fresh():
-        return models.attach_lora(copy.deepcopy(base), cfg.model, cfg.trainer)
-
-    def oracle(out: Path):
-        return build_trainer(cfg, cfg.trainer, fresh(), tokenizer, data, schedule, reward_fns, out,
-                             steering=task.steering())
-
-    def plain(out: Path):
-        return GRPOTrainer(model=fresh(), reward_funcs=[reward_fns[n] for n in schedule.names],
-                           args=build_grpo_config(cfg, cfg.trainer, out / "checkpoints", schedule.weights_at(0)),
-                           train_dataset=data.train, processing_class=tokenizer)
-
-    medians = alternating_medians({"oracle": oracle, "trl": plain}, args.rounds, args.steps)
+    bench = GRPOBench.compose(overrides)
+    cfg = bench.cfg
+    medians = alternating_medians({"oracle": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
+                                  args.rounds, args.steps)
     oracle_ms, trl_ms = medians["oracle"] * 1000, medians["trl"] * 1000
     ratio = oracle_ms / trl_ms
     print(f"median: oracle {oracle_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ratio:.3f}")
