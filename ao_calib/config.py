@@ -314,29 +314,72 @@ class TrainerConfig:
     seed: int = 42
     # null | "latest" (the newest checkpoint in this run directory) | a checkpoint path
     resume_from_checkpoint: Optional[str] = None
+    # A finished run directory (or adapter directory) whose adapter this run starts from and trains further,
+    # e.g. PPO from an SFT run; the model must be the same. null: a new LoRA (or the task's pretrained adapter).
+    init_from: Optional[str] = None
     lora: LoraOverrideConfig = field(default_factory=LoraOverrideConfig)
 
 
 @dataclass
-class GRPOTrainerConfig(TrainerConfig):
-    """GRPO (TRL GRPOTrainer). Names follow the function-calling seed's CLI where it has one."""
+class OnlineTrainerConfig(TrainerConfig):
+    """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets."""
 
-    name: str = "grpo"
-    batch_size: int = 4  # prompts per optimiser step (seed --batch-size)
-    num_generations: int = 8  # completions per prompt, the GRPO group (seed --group-size)
+    batch_size: int = 4  # prompts per generation batch (seed --batch-size)
     micro_batch_size: Optional[int] = None  # completions per forward/backward; null = the whole step at once
     max_completion_length: int = 256
     temperature: float = 0.7
     top_p: float = 1.0
-    beta: float = 0.1  # KL coefficient against the adapter-free reference
+    shuffle_dataset: bool = True
+    completions_logged_per_step: int = 4
+
+
+@dataclass
+class GroupTrainerConfig(OnlineTrainerConfig):
+    """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO)."""
+
+    num_generations: int = 8  # completions per prompt, the group (seed --group-size)
+    beta: float = 0.1  # KL coefficient against the reference (adapter-free model, or a copy of a loaded adapter)
     epsilon: float = 0.2
     epsilon_high: Optional[float] = None  # null -> same as epsilon
     num_iterations: int = 1  # optimisation passes per generated batch
+    use_vllm: bool = False
+
+
+@dataclass
+class GRPOTrainerConfig(GroupTrainerConfig):
+    """GRPO (TRL GRPOTrainer). Names follow the function-calling seed's CLI where it has one."""
+
+    name: str = "grpo"
     loss_type: str = "dapo"
     scale_rewards: str = "group"
-    shuffle_dataset: bool = True
-    use_vllm: bool = False
-    completions_logged_per_step: int = 4
+
+
+@dataclass
+class RLOOTrainerConfig(GroupTrainerConfig):
+    """REINFORCE leave-one-out (TRL RLOOTrainer): each completion's baseline is its group's other completions."""
+
+    name: str = "rloo"
+    beta: float = 0.05
+    normalize_advantages: bool = False
+
+
+@dataclass
+class PPOTrainerConfig(OnlineTrainerConfig):
+    """PPO with a learned value head (ao_calib.trainers.ppo): one completion per prompt, GAE advantages, clipped
+    policy and value losses, a per-token KL penalty to the reference folded into the reward. Steps count optimiser
+    steps, as for every trainer: each batch of rollouts gives ``ppo_epochs * num_mini_batches`` of them."""
+
+    name: str = "ppo"
+    batch_size: int = 8  # rollouts (prompts, one completion each) per batch
+    ppo_epochs: int = 4  # optimisation passes over each batch of rollouts
+    num_mini_batches: int = 1  # optimiser steps per pass
+    kl_coef: float = 0.05  # per-token KL penalty to the reference (the starting adapter), part of the reward
+    cliprange: float = 0.2  # policy ratio clip
+    cliprange_value: float = 0.2  # value clip around the rollout-time value
+    vf_coef: float = 0.1  # value-loss weight in the total loss
+    gamma: float = 1.0
+    lam: float = 0.95  # GAE lambda
+    whiten_advantages: bool = True
 
 
 @dataclass
@@ -416,6 +459,8 @@ def register_configs() -> None:
     cs.store(group="judge", name="local_schema", node=LocalJudgeConfig)
     cs.store(group="trainer", name="grpo_schema", node=GRPOTrainerConfig)
     cs.store(group="trainer", name="sft_schema", node=SFTTrainerConfig)
+    cs.store(group="trainer", name="rloo_schema", node=RLOOTrainerConfig)
+    cs.store(group="trainer", name="ppo_schema", node=PPOTrainerConfig)
     cs.store(group="warmup", name="sft_warmup_schema", node=SFTTrainerConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="paths", name="paths_schema", node=PathsConfig)

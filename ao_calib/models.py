@@ -138,6 +138,30 @@ def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretraine
     return get_peft_model(model, peft_config)
 
 
+def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:
+    """``trainer.init_from``: a run directory (its ``adapter/``), a checkpoint or an adapter directory. Refuses an
+    adapter trained on another model, when the run's config says which."""
+    path = Path(init_from)
+    adapter = next((p for p in (path / "adapter", path) if (p / "adapter_config.json").is_file()), None)
+    if adapter is None:
+        raise AOCalibError(f"trainer.init_from={init_from}: no adapter there (looked for adapter/adapter_config.json "
+                           "and adapter_config.json); did that run finish?")
+    for folder in (path, *path.parents[:2]):
+        config = folder / ".hydra" / "config.yaml"
+        if config.is_file():
+            trained = OmegaConf.load(config).get("model") or {}
+            for key in ("name", "hub_id", "tiny"):
+                theirs, ours = trained.get(key), model_cfg.get(key)
+                theirs = OmegaConf.to_container(theirs) if OmegaConf.is_config(theirs) else theirs
+                ours = OmegaConf.to_container(ours, resolve=True) if OmegaConf.is_config(ours) else ours
+                if theirs != ours:
+                    raise AOCalibError(f"trainer.init_from={init_from} was trained with model.{key}={theirs}, but "
+                                       f"this run has model.{key}={ours}")
+            break
+    log.info("starting from the adapter in %s", adapter)
+    return str(adapter)
+
+
 def load_trained_model(model_cfg: DictConfig, source: str, adapter_dir: str | Path):
     """Base model + a saved adapter, for evaluation."""
     from peft import PeftModel

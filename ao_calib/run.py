@@ -37,11 +37,12 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     try:
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = get_task(cfg)
-        models.check_model_available(cfg.model, task.pretrained_adapter())
+        adapter = (models.resolve_init_adapter(cfg.trainer.init_from, cfg.model) if cfg.trainer.init_from
+                   else task.pretrained_adapter())
+        models.check_model_available(cfg.model, adapter)
         source = models.model_source(cfg.model, cfg.paths.cache_dir)
         tokenizer = models.load_tokenizer(source)
-        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer,
-                                   task.pretrained_adapter())
+        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
         data = task.build_data(tokenizer, model)
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None

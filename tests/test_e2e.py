@@ -142,18 +142,3 @@ def test_calibrated_function_call_reward_and_eval(tmp_path):
     assert (out / "reliability_final.png").exists()
     sample = read_jsonl(out / "completions.jsonl")[0]
     assert "[epistemic status: NN]" in sample["prompt"][0]["content"]
-
-
-def test_tool_json_sft_with_validation_rates(tmp_path):
-    out = tmp_path / "tool_json"
-    assert_ok(run_cli("ao_calib.run", "experiment=tool_json_tiny", f"hydra.run.dir={out}"))
-    rows = read_jsonl(out / "metrics.jsonl")
-    validation = [r for r in rows if "val/valid_json" in r]
-    assert [r["step"] for r in validation] == [2]
-    assert {"val/correct_format", "val/correct_tool", "val/args_reward"} <= validation[0].keys()
-    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]  # the step's own log survives validation
-    metrics = json.loads((out / "eval.json").read_text())["metrics"]
-    assert {"valid_json", "correct_format", "correct_tool", "format_reward", "tool_reward", "args_reward",
-            "length_penalty", "total"} <= metrics.keys()
-    predictions = read_jsonl(out / "eval_predictions.jsonl")
-    assert predictions[0]["expected"].startswith("{")

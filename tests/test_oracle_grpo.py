@@ -20,9 +20,17 @@ OVERRIDES = ["experiment=oracle_tiny", "task.activations.positions=window", "tas
              "trainer.beta=0.1", "trainer.max_steps=3", "trainer.save_steps=1000"]
 
 
-def build(tmp_path, overrides=()):
+PPO_OVERRIDES = ["task=oracle", "model=tiny_qwen3", "trainer=ppo", "judge=label",
+                 "task.data.generate.n_train_prompts=24", "task.data.generate.n_test_prompts=8",
+                 "task.data.generate.questions_per_prompt=2", "task.activations.positions=window",
+                 "task.activations.window_min=1", "task.activations.window_max=6", "trainer.batch_size=4",
+                 "trainer.micro_batch_size=2", "trainer.ppo_epochs=2", "trainer.max_steps=2",
+                 "trainer.max_completion_length=8", "trainer.save_steps=1000"]
+
+
+def build(tmp_path, overrides=(), base=OVERRIDES):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[*OVERRIDES, *overrides])
+        cfg = compose("config", overrides=[*base, *overrides])
     task = get_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
@@ -48,6 +56,18 @@ def test_every_pass_injects_at_placeholders_through_shuffles_and_splits(tmp_path
     rows = {r for r in trainer.metrics_file.last}
     assert {"oracle/brier", "oracle/confidence_std", "oracle/advantage_std", "oracle/parse_failure_rate",
             "oracle/informativeness", "oracle/answer_length", "kl"} <= rows
+
+
+def test_ppo_injects_at_placeholders_in_every_pass_too(tmp_path):
+    trainer, steering = build(tmp_path, base=PPO_OVERRIDES)
+    assert type(trainer).__name__ == "SteeredPPOTrainer"
+    trainer.train()
+    stats = steering.stats
+    # One batch of 4 rollouts serves both PPO epochs (2 optimiser steps of 2 micro-batches: 4 loss passes). It is
+    # scored by TRL's old-policy and reference passes in chunks of 2 rows, and once whole for the critic's values.
+    assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 4, 5)
+    assert stats["checked_rows"] == 4 + 4 * 2 + 4 * 2 + 4
+    assert {"ppo/value_loss", "ppo/explained_variance", "oracle/brier"} <= trainer.metrics_file.last.keys()
 
 
 def test_the_check_catches_rows_separated_from_their_activations(tmp_path, monkeypatch):

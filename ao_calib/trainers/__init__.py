@@ -19,9 +19,12 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, sc
     from transformers.trainer_callback import ProgressCallback
 
     from ao_calib.trainers.grpo import build_grpo_trainer
+    from ao_calib.trainers.ppo import build_ppo_trainer
+    from ao_calib.trainers.rloo import build_rloo_trainer
     from ao_calib.trainers.sft import build_sft_trainer
 
-    builders = {"grpo": build_grpo_trainer, "sft": build_sft_trainer}
+    builders = {"grpo": build_grpo_trainer, "ppo": build_ppo_trainer, "rloo": build_rloo_trainer,
+                "sft": build_sft_trainer}
     if stage.name not in builders:
         raise AOCalibError(f"trainer={stage.name} is not available; choose one of {sorted(builders)}")
     metrics_file = MetricsFileCallback(run_dir / "metrics.jsonl", stage=stage_name)
@@ -31,7 +34,7 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, sc
                                    steering=steering)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(RewardProgressCallback(desc=stage_name))
-    if stage.name == "grpo" and len(schedule.phases) > 1:
+    if schedule is not None and len(schedule.phases) > 1 and hasattr(trainer, "set_reward_weights"):
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))
     trainer.metrics_file = metrics_file
     return trainer

@@ -7,12 +7,12 @@ import logging
 from pathlib import Path
 
 import datasets
-import torch
 from omegaconf import DictConfig, OmegaConf
 from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
+from ao_calib.trainers.common import divide, training_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -83,31 +83,13 @@ class AOSFTTrainer(SFTTrainer):
 
 def build_sft_config(cfg: DictConfig, stage: DictConfig, output_dir: Path, report_to_wandb: bool) -> SFTConfig:
     micro = stage.micro_batch_size or stage.batch_size
-    if stage.batch_size % micro:
-        raise AOCalibError(f"micro_batch_size={micro} must divide batch_size={stage.batch_size}")
-    on_gpu = torch.cuda.is_available()
     return SFTConfig(
-        output_dir=str(output_dir),
+        **training_kwargs(cfg, stage, output_dir, report_to_wandb),
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=stage.batch_size // micro,
-        learning_rate=stage.lr,
-        max_steps=stage.max_steps,
-        lr_scheduler_type=stage.lr_scheduler_type,
-        warmup_steps=stage.warmup_steps,
-        weight_decay=stage.weight_decay,
-        max_grad_norm=stage.max_grad_norm,
-        logging_steps=stage.logging_steps,
-        save_steps=stage.save_steps,
-        save_total_limit=stage.save_total_limit,
-        seed=stage.seed,
+        gradient_accumulation_steps=divide(stage.batch_size, micro, "micro_batch_size and batch_size"),
         max_length=stage.max_length,
         completion_only_loss=True,
         remove_unused_columns=False,  # the steering collator reads each row's activation id
-        gradient_checkpointing=cfg.model.gradient_checkpointing,
-        bf16=on_gpu and cfg.model.dtype == "bfloat16",
-        use_cpu=not on_gpu,
-        report_to=["wandb"] if report_to_wandb else "none",
-        dataloader_num_workers=0,
     )
 
 

@@ -1,4 +1,4 @@
-"""GRPO for Activation Oracles: every forward pass that sees a prompt injects that row's own activations.
+"""GRPO (and PPO) for Activation Oracles: every forward pass that sees a prompt injects that row's own activations.
 
 The passes are: the generation prefill, the old-policy and reference log-probs of the generation batch, and the
 training pass on each shuffled micro-batch. The vectors and their positions travel inside TRL's batch dict
@@ -13,6 +13,7 @@ from trl.trainer.utils import pad
 
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers.grpo import AOGRPOTrainer
+from ao_calib.trainers.ppo import PPOTrainer
 
 
 class SteeredGRPOTrainer(AOGRPOTrainer):
@@ -73,3 +74,9 @@ class SteeredGRPOTrainer(AOGRPOTrainer):
                 aux.append(chunk[2])
         return (torch.cat(logps), torch.cat(entropies) if entropies else None,
                 torch.stack(aux).mean() if aux else None)
+
+
+
+class SteeredPPOTrainer(SteeredGRPOTrainer, PPOTrainer):
+    """PPO whose every pass (generation, rollout log-probs and values, reference, loss) injects each row's
+    activations: SteeredGRPOTrainer's hooks wrap PPOTrainer's passes."""

@@ -1,0 +1,115 @@
+"""What every trainer shares: the TrainingArguments fields the stage config sets, the sampling fields of the
+online-RL trainers (GRPO, RLOO, PPO), and the mixin that keeps sampled completions in ``completions.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ao_calib.errors import AOCalibError
+
+
+def training_kwargs(cfg: DictConfig, stage: DictConfig, output_dir: Path, report_to_wandb: bool) -> dict:
+    """TrainingArguments fields every trainer takes from a stage config (``cfg.trainer`` or ``cfg.warmup``)."""
+    on_gpu = torch.cuda.is_available()
+    return dict(
+        output_dir=str(output_dir),
+        learning_rate=stage.lr,
+        max_steps=stage.max_steps,
+        lr_scheduler_type=stage.lr_scheduler_type,
+        warmup_steps=stage.warmup_steps,
+        weight_decay=stage.weight_decay,
+        max_grad_norm=stage.max_grad_norm,
+        logging_steps=stage.logging_steps,
+        save_steps=stage.save_steps,
+        save_total_limit=stage.save_total_limit,
+        seed=stage.seed,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        bf16=on_gpu and cfg.model.dtype == "bfloat16",
+        use_cpu=not on_gpu,
+        report_to=["wandb"] if report_to_wandb else "none",
+        dataloader_num_workers=0,
+    )
+
+
+def sampling_kwargs(cfg: DictConfig, stage: DictConfig, reward_weights: tuple[float, ...]) -> dict:
+    """Generation and reward fields shared by TRL's online trainers."""
+    return dict(
+        max_completion_length=stage.max_completion_length,
+        temperature=stage.temperature,
+        top_p=stage.top_p,
+        shuffle_dataset=stage.shuffle_dataset,
+        reward_weights=list(reward_weights),
+        chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True) or None,
+        log_completions=False,
+    )
+
+
+def divide(total: int, part: int, what: str) -> int:
+    """``total // part``, or a config error naming both when ``part`` does not divide ``total``."""
+    if part <= 0 or total % part:
+        raise AOCalibError(f"{what}: {part} must divide {total}")
+    return total // part
+
+
+class CompletionSamplesMixin:
+    """For TRL's online trainers: keeps a few completions of every generation batch, with each reward component
+    and the advantage, in ``completions.jsonl``; lets reward weights change during training (curricula); and
+    offers ``_after_scoring`` to subclasses that post-process a scored batch (PPO's critic and GAE)."""
+
+    def __init__(self, *args, completions_path: str | Path | None = None, completions_per_step: int = 4, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.completions_path = Path(completions_path) if completions_path else None
+        self.completions_per_step = completions_per_step
+        self._pending_samples: list[dict] = []
+
+    def set_reward_weights(self, weights) -> None:
+        self.reward_weights = torch.tensor(list(weights), dtype=torch.float32)
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self.model.training:
+            output = self._after_scoring(output)
+            if self.completions_path is not None and self.accelerator.is_main_process:
+                self._keep_samples(output)
+        return output
+
+    def _after_scoring(self, output: dict) -> dict:
+        return output
+
+    def _sample_advantages(self, output: dict) -> list[float]:
+        """One advantage per local row, as recorded in completions.jsonl."""
+        return output["advantages"].float().tolist()
+
+    def _keep_samples(self, output: dict) -> None:
+        # TRL's _logs deques hold this generation batch's prompts, completions and rewards in order, this process's
+        # rows first.
+        n = min(self.completions_per_step, len(self._logs["completion"]))
+        rewards = {name: list(values)[:n] for name, values in self._logs["rewards"].items()}
+        prompts, completions = list(self._logs["prompt"])[:n], list(self._logs["completion"])[:n]
+        advantages = self._sample_advantages(output)[:n]
+        for i in range(n):
+            self._pending_samples.append(
+                {
+                    "step": self.state.global_step,
+                    "prompt": prompts[i],
+                    "completion": completions[i],
+                    "rewards": {name: values[i] for name, values in rewards.items()},
+                    "advantage": advantages[i] if i < len(advantages) else None,
+                }
+            )
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training:
+            # The weights in force, so a curriculum's phase switches are visible in metrics.jsonl.
+            logs.update({f"reward_weight/{n}": round(w, 6)
+                         for n, w in zip(self.reward_func_names, self.reward_weights.tolist())})
+        super().log(logs, start_time)
+        if self._pending_samples and self.completions_path is not None:
+            with self.completions_path.open("a") as f:
+                for sample in self._pending_samples:
+                    f.write(json.dumps(sample, default=str) + "\n")
+            self._pending_samples.clear()
