@@ -428,6 +428,10 @@ class EvalConfig:
     num_samples: Optional[int] = None  # null: the whole held-out split
     batch_size: int = 16
     max_new_tokens: Optional[int] = None  # null: the trainer's max_completion_length
+    # null (or 0): greedy decoding. A temperature samples instead (from ``seed``, the same draws every evaluation): the
+    # policy an RL trainer optimises when it samples at that temperature.
+    temperature: Optional[float] = None
+    seed: int = 0
     mismatches_printed: int = 3
 
 

@@ -1,4 +1,5 @@
-"""``python -m ao_calib.eval run_dir=PATH [num_samples=N] [adapter=PATH] [batch_size=B] [max_new_tokens=T]``
+"""``python -m ao_calib.eval run_dir=PATH [num_samples=N] [adapter=PATH] [batch_size=B] [max_new_tokens=T]
+[temperature=T] [tag=NAME]``
 
 Re-evaluates a saved run on its task's held-out split with the run's own config, and writes ``eval.json``
 (or ``eval_<tag>.json`` with ``tag=...``) into the run directory.
@@ -25,6 +26,7 @@ class EvalArgs:
     adapter: Optional[str] = None  # default: RUN/adapter
     batch_size: Optional[int] = None
     max_new_tokens: Optional[int] = None
+    temperature: Optional[float] = None  # default: the run's eval.temperature; 0: greedy
     tag: str = "final"
 
 
@@ -62,6 +64,8 @@ def run_eval(args: EvalArgs) -> dict:
         max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         out_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
+        temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),
+        seed=cfg.eval.get("seed", 0),
     )
 
 

@@ -1,4 +1,5 @@
-"""Held-out evaluation: greedy generation on the test split, every reward component per sample, and a summary."""
+"""Held-out evaluation: greedy (or seeded, sampled) generation on the test split, every reward component per
+sample, and a summary."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ log = logging.getLogger(__name__)
 
 @torch.no_grad()
 def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
-                         batch_size: int, steering=None, control: bool = False, desc: str = "eval") -> list[str]:
-    """Greedy completions for the rows' chat prompts, batched with left padding; with ``steering``, each row's
-    activations (or, for ``control``, another prompt's) are injected during the prefill."""
+                         batch_size: int, steering=None, control: bool = False, desc: str = "eval",
+                         temperature: float | None = None, seed: int = 0) -> list[str]:
+    """Completions for the rows' chat prompts, batched with left padding: greedy (``temperature`` None or 0), or
+    sampled at ``temperature``
+    from ``seed`` (the caller's random state is left as it was). With ``steering``, each row's activations (or,
+    for ``control``, another prompt's) are injected during the prefill."""
     texts = [
         tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
         for r in rows
@@ -28,19 +32,25 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     was_training, padding_side = model.training, tokenizer.padding_side
     model.eval()
     tokenizer.padding_side = "left"
+    greedy = not temperature  # None or 0
+    sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": 1.0,
+                                                    "top_k": 0}
     completions: list[str] = []
     try:
-        for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False):
-            batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
-                              add_special_tokens=False).to(device)
-            context = contextlib.nullcontext()
-            if steering is not None:
-                injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"], control=control)
-                context = steering.context(model, injected, "eval")
-            with context:
-                out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id)
-            completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False):
+                batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
+                                  add_special_tokens=False).to(device)
+                context = contextlib.nullcontext()
+                if steering is not None:
+                    injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"],
+                                                  control=control)
+                    context = steering.context(model, injected, "eval")
+                with context:
+                    out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                         **sampling)
+                completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
@@ -49,18 +59,19 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
 
 def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, out_dir: Path, tag: str = "final",
-             mismatches_printed: int = 3) -> dict:
+             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
     """Scores the model on the held-out split; writes ``eval.json`` (``eval_<tag>.json`` for other tags) and
     every prediction to ``eval_predictions[_<tag>].jsonl``. Task variants (a control) are scored beside it.
     Returns the main metrics."""
     def generate(rows: list[dict], control: bool = False, desc: str = tag) -> list[str]:
         return generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
                                     max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
-                                    control=control, desc=f"eval ({desc})")
+                                    control=control, desc=f"eval ({desc})", temperature=temperature, seed=seed)
 
     rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
     suffix = "" if tag == "final" else f"_{tag}"
-    report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric}
+    report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
+              "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)

@@ -96,6 +96,8 @@ def _eval_kwargs(cfg: DictConfig, run_dir: Path) -> dict:
         "chat_template_kwargs": OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         "out_dir": run_dir,
         "mismatches_printed": cfg.eval.mismatches_printed,
+        "temperature": cfg.eval.temperature,
+        "seed": cfg.eval.seed,
     }
 
 

@@ -17,6 +17,7 @@ from trl import GRPOConfig, GRPOTrainer, SFTTrainer
 
 from bench.grpo_setup import GRPOBench
 from bench.report import alternating_medians, device_name, update_benchmarks
+from ao_calib.trainers.common import sampling_kwargs, training_kwargs
 from ao_calib.trainers.sft import build_sft_config
 
 COMMON = ["task=tool_json", "reward=tool_json", "task.data.generate.n=400", "logger=none"]
@@ -44,12 +45,11 @@ def ppo_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
     t = bench.cfg.trainer
 
     def plain(out: Path):
-        args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=t.batch_size, num_generations=2,
-                          num_iterations=t.ppo_epochs, beta=t.kl_coef, learning_rate=t.lr, max_steps=steps,
-                          max_completion_length=t.max_completion_length, temperature=t.temperature,
-                          reward_weights=list(bench.schedule.weights_at(0)), save_steps=100000, logging_steps=1,
-                          use_cpu=True, report_to="none", chat_template_kwargs={"enable_thinking": False},
-                          seed=t.seed)
+        # The same TrainingArguments and sampling fields as ao_calib's side; only the algorithm differs.
+        args = GRPOConfig(**training_kwargs(bench.cfg, t, out, False),
+                          **sampling_kwargs(bench.cfg, t, bench.schedule.weights_at(0)),
+                          per_device_train_batch_size=t.batch_size, num_generations=2, num_iterations=t.ppo_epochs,
+                          beta=t.kl_coef)
         return GRPOTrainer(model=bench.fresh_model(), args=args, train_dataset=bench.data.train,
                            reward_funcs=[bench.reward_fns[n] for n in bench.schedule.names],
                            processing_class=bench.tokenizer)

@@ -192,3 +192,22 @@ def test_reference_is_a_frozen_copy_of_the_starting_adapter(tmp_path):
         ref = params[name.replace(".default.", ".ref.")]
         assert not ref.requires_grad and torch.equal(ref, value)
     assert any(not torch.equal(params[n], v) for n, v in starting.items())  # the policy itself trained
+
+
+def test_sampled_evaluation_is_seeded_and_leaves_the_callers_random_state_alone(tmp_path):
+    from ao_calib.evaluation import generate_completions
+
+    cfg = compose_ppo(tmp_path)
+    model, tokenizer = tiny_policy(cfg)
+    rows = [{"prompt": p} for p in prompts(4, seed=5)]
+
+    def sample(temperature, seed=0):
+        return generate_completions(model, tokenizer, rows, chat_template_kwargs={"enable_thinking": False},
+                                    max_new_tokens=8, batch_size=4, temperature=temperature, seed=seed)
+
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = sample(1.0)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert sample(1.0) == first and sample(1.0, seed=1) != first
+    assert sample(None) == sample(0) != first  # greedy

@@ -210,6 +210,16 @@ def test_args_reward_python_multiline_and_size_limit():
     assert same_program("x = 1", "x = 1") and not same_program(None, "x = 1")
 
 
+def test_odd_literals_in_model_code_print_no_syntax_warnings():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not same_program("y = [0x1for x in z]", "y = [x for x in z]")
+        assert same_program("a = 1and 2", "a = 1 and 2")
+    assert not [w for w in caught if issubclass(w.category, SyntaxWarning)]
+
+
 @pytest.mark.parametrize("answer,expected,reward", [
     ("Paris", "Paris", 1.0),
     ("paris", "Paris", 1.0),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
@@ -58,7 +59,9 @@ def python_ast_key(code: object) -> str | None:
     if not isinstance(code, str) or len(code.encode("utf-8", "surrogatepass")) > MAX_CODE_BYTES:
         return None
     try:
-        return ast.dump(ast.parse(code, mode="exec"))
+        with warnings.catch_warnings():  # model output is full of odd literals; each would print a SyntaxWarning
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.dump(ast.parse(code, mode="exec"))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 
