@@ -48,6 +48,41 @@ def sampling_kwargs(cfg: DictConfig, stage: DictConfig, reward_weights: tuple[fl
     )
 
 
+def group_kwargs(stage: DictConfig) -> dict:
+    """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
+    ``num_generations`` completions, in forward passes of ``micro_batch_size``."""
+    completions_per_step = stage.batch_size * stage.num_generations
+    micro = stage.micro_batch_size or completions_per_step
+    return dict(
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=divide(completions_per_step, micro,
+                                           "trainer.micro_batch_size and batch_size*num_generations"),
+        num_generations=stage.num_generations,
+        beta=stage.beta,
+        epsilon=stage.epsilon,
+        epsilon_high=stage.epsilon_high if stage.epsilon_high is not None else stage.epsilon,
+        num_iterations=stage.num_iterations,
+        use_vllm=stage.use_vllm,
+    )
+
+
+def build_online_trainer(trainer_cls, stage: DictConfig, args, model, tokenizer, data, schedule, reward_fns,
+                         run_dir: Path, callbacks, **extra):
+    """An online trainer on the task's training split with the reward mix's functions, sampling completions to
+    ``run_dir/completions.jsonl``."""
+    return trainer_cls(
+        model=model,
+        reward_funcs=[reward_fns[name] for name in schedule.names],
+        args=args,
+        train_dataset=data.train,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        completions_path=run_dir / "completions.jsonl",
+        completions_per_step=stage.completions_logged_per_step,
+        **extra,
+    )
+
+
 def divide(total: int, part: int, what: str) -> int:
     """``total // part``, or a config error naming both when ``part`` does not divide ``total``."""
     if part <= 0 or total % part:

@@ -25,7 +25,7 @@ from trl import GRPOConfig
 from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
-from ao_calib.trainers.common import divide, sampling_kwargs, training_kwargs
+from ao_calib.trainers.common import build_online_trainer, divide, sampling_kwargs, training_kwargs
 from ao_calib.trainers.grpo import AOGRPOTrainer
 
 log = logging.getLogger(__name__)
@@ -266,20 +266,10 @@ def build_ppo_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, 
     if stage.batch_size < 2:
         raise AOCalibError("trainer.batch_size must be at least 2 for trainer=ppo (whitened advantages need a batch)")
     args = build_ppo_config(cfg, stage, run_dir / "checkpoints", schedule.weights_at(0), report_to_wandb)
-    extra = {}
-    trainer_cls = PPOTrainer
-    if steering is not None:
-        from ao_calib.trainers.steered_grpo import SteeredPPOTrainer
+    if steering is None:
+        return build_online_trainer(PPOTrainer, stage, args, model, tokenizer, data, schedule, reward_fns, run_dir,
+                                    callbacks)
+    from ao_calib.trainers.steered_grpo import SteeredPPOTrainer
 
-        trainer_cls, extra = SteeredPPOTrainer, {"steering": steering}
-    return trainer_cls(
-        model=model,
-        reward_funcs=[reward_fns[name] for name in schedule.names],
-        args=args,
-        train_dataset=data.train,
-        processing_class=tokenizer,
-        callbacks=callbacks,
-        completions_path=run_dir / "completions.jsonl",
-        completions_per_step=stage.completions_logged_per_step,
-        **extra,
-    )
+    return build_online_trainer(SteeredPPOTrainer, stage, args, model, tokenizer, data, schedule, reward_fns,
+                                run_dir, callbacks, steering=steering)
