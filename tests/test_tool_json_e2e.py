@@ -11,11 +11,9 @@ from hydra import compose, initialize_config_dir
 
 from ao_calib import models
 from ao_calib.errors import AOCalibError
-from ao_calib.rewards import build_reward_schedule
-from ao_calib.task_api import get_task
-from ao_calib.trainers import build_trainer
 from tests.conftest import CONF_DIR, run_cli
 from tests.test_e2e import assert_ok, read_jsonl
+from tests.test_oracle_grpo import build as build_trainer_from_config
 
 PPO_METRICS = {"ppo/policy_loss", "ppo/value_loss", "ppo/explained_variance", "ppo/kl", "ppo/clip_fraction",
                "rewards/format_reward/mean", "rewards/tool_reward/mean", "rewards/args_reward/mean",
@@ -93,19 +91,10 @@ def test_chained_sft_then_ppo_preset_and_the_eval_and_plot_clis(tmp_path):
 
 @pytest.mark.parametrize("trainer", ["rloo", "grpo"])
 def test_group_trainers_take_the_tool_json_task(trainer, tmp_path):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["task=tool_json", "model=tiny_qwen3", f"trainer={trainer}",
-                                           "task.data.generate.n=60", "trainer.batch_size=2",
-                                           "trainer.num_generations=2", "trainer.max_steps=1",
-                                           "trainer.max_completion_length=8", "trainer.save_steps=100"])
-    task = get_task(cfg)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
-    data = task.build_data(tokenizer, model)
-    reward_fns = task.reward_functions()
-    schedule = build_reward_schedule(cfg.reward, reward_fns)
-    trainer_obj = build_trainer(cfg, cfg.trainer, model, tokenizer, data, schedule, reward_fns, tmp_path)
+    trainer_obj, _ = build_trainer_from_config(
+        tmp_path, base=["task=tool_json", "model=tiny_qwen3", f"trainer={trainer}", "task.data.generate.n=60",
+                        "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_steps=1",
+                        "trainer.max_completion_length=8", "trainer.save_steps=100"])
     trainer_obj.train()
     logged = read_jsonl(tmp_path / "metrics.jsonl")
     assert any("rewards/args_reward/mean" in r for r in logged)
