@@ -20,7 +20,8 @@ from ao_calib.config import DEFAULT_JUDGE_PROMPT, LiteLLMJudgeConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.cache import JudgmentCache, judgment_key
-from ao_calib.judges.litellm_judge import PLACEHOLDER_API_KEY, LiteLLMJudge, parse_score
+from ao_calib.judges.litellm_judge import (PLACEHOLDER_API_KEY, LiteLLMJudge, _import_litellm, parse_score,
+                                          register_free_if_unpriced)
 from tests.judge_server import Behaviour, JudgeServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -279,6 +280,35 @@ def test_cost_is_recorded_for_priced_models(server):
     judge = make_judge(server, model="openai/gpt-4o-mini")  # priced in litellm's bundled map
     run(judge, [item("yes")])
     assert judge.pop_step_stats()["judge/cost_usd"] > 0
+
+
+def test_unpriced_self_hosted_models_are_registered_as_free(server):
+    litellm = _import_litellm()
+    model = "openai/judge-test-unpriced"
+    with pytest.raises(Exception):
+        litellm.get_model_info(model)
+    LiteLLMJudge(model="openai/judge-test-no-base", prompt=DEFAULT_JUDGE_PROMPT)  # no api_base: left alone
+    with pytest.raises(Exception):
+        litellm.get_model_info("openai/judge-test-no-base")
+    judge = make_judge(server, model=model)
+    info = litellm.get_model_info(model)
+    assert info["input_cost_per_token"] == 0.0 and info["output_cost_per_token"] == 0.0
+    assert run(judge, [item("yes")]) == [0.9] and judge.pop_step_stats()["judge/cost_usd"] == 0.0
+    assert not register_free_if_unpriced(litellm, "openai/gpt-4o-mini")  # priced: kept as it is
+    assert litellm.get_model_info("openai/gpt-4o-mini")["input_cost_per_token"] > 0
+
+
+def test_hosted_vllm_provider_reaches_a_self_hosted_server(server):
+    """litellm's own HTTP path (no OpenAI SDK), recommended for self-hosted servers; no key needed."""
+    judge = make_judge(server, model="hosted_vllm/judge-test", temperature=0.0, max_tokens=64)
+    assert run(judge, [item("yes"), item("no")]) == [0.9, 0.1]
+    body = server.stats.bodies[0]
+    assert body["model"] == "judge-test" and body["max_tokens"] == 64
+    assert body["messages"][0]["content"].startswith("You are grading")
+    server.behaviour.fail_first, server.behaviour.error_status = 1, 503
+    assert run(judge, [item("maybe")]) == [0.1]  # a 5xx is retried on this path too
+    s = judge.pop_step_stats()
+    assert (s["judge/calls"], s["judge/retries"], s["judge/failures"], s["judge/cost_usd"]) == (4, 1, 0, 0.0)
 
 
 def test_api_key_comes_from_env_and_never_shows(server, monkeypatch, caplog, capfd):

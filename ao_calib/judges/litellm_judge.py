@@ -179,16 +179,41 @@ def response_text(response) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def register_free_if_unpriced(litellm, model: str) -> bool:
+    """Give a model litellm has no price for a price of zero; True when it did.
+
+    Only for models served from ``api_base``: a self-hosted server costs nothing per token, and without an entry
+    litellm searches its whole cost map again for every response, which was about a tenth of the judge's CPU per
+    request (BENCHMARKS.md)."""
+    try:
+        litellm.get_model_info(model)
+        return False
+    except Exception:  # noqa: BLE001 - litellm raises a plain Exception subclass for unmapped models
+        pass
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - an unknown provider fails later, at the request, with a clear error
+        return False
+    zero = dict.fromkeys(("input_cost_per_token", "output_cost_per_token", "cache_creation_input_token_cost",
+                          "cache_read_input_token_cost"), 0.0)
+    litellm.register_model({model: {**zero, "litellm_provider": provider, "mode": "chat"}})
+    log.info("judge: litellm has no price for %s; it is served from api_base and counted as free", model)
+    return True
+
+
 class CostMeter:
     """litellm's price for each response; 0.0 for models without a known price (e.g. self-hosted ones).
 
     litellm already prices each response once (``_hidden_params["response_cost"]``, from ``completion_cost``);
     that value is used when present, so the work is not done twice. After one unpriced response the model is
-    taken as unpriced, so the lookup is not retried on every call."""
+    taken as unpriced, so the lookup is not retried on every call. A model served from ``api_base`` that litellm
+    has no price for is registered as free first (``register_free_if_unpriced``)."""
 
-    def __init__(self, litellm):
+    def __init__(self, litellm, model: str | None = None, api_base: str | None = None):
         self._litellm = litellm
         self._unknown = False
+        if model and api_base:
+            register_free_if_unpriced(litellm, model)
 
     def __call__(self, response) -> float:
         if self._unknown:
@@ -243,7 +268,7 @@ class LiteLLMJudge(Judge):
         self._step = _Counters()
         self._total = _Counters()
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._cost = CostMeter(self._litellm)
+        self._cost = CostMeter(self._litellm, self.model, self.api_base)
         self._rng = random.Random()
 
     @classmethod
@@ -374,7 +399,8 @@ class LiteLLMJudge(Judge):
         value, raw, reason = await self._judge(text, sem)
         if value is not None and self.cache is not None:
             try:
-                self.cache.put(key, value, raw)
+                # Off the event loop: creating a file costs ~0.5 ms of syscalls, which overlap other requests here.
+                await asyncio.get_running_loop().run_in_executor(None, self.cache.put, key, value, raw)
             except OSError as e:
                 log.warning("judge cache: could not write a judgment (%s)", _describe(e))
         return value, raw, reason

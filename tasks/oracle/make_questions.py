@@ -327,7 +327,7 @@ class QuestionWriter:
         self.summary = Summary()
         self._litellm = _import_litellm()
         self._rng = random.Random()
-        self._cost = CostMeter(self._litellm)
+        self._cost = CostMeter(self._litellm, self.model, self.api_base)
         self.render("", UNKNOWN_LANGUAGE)  # a bad template fails here, not per prompt
 
     # ----------------------------------------------------------------------------------------- requests
