@@ -44,6 +44,8 @@ class TinyModelConfig:
     intermediate_size: int = 128
     vocab_size: int = 4096
     max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = True  # Qwen3-8B unties them; the small Qwen3s and Gemma 3 tie
+    sliding_window: int = 256  # Gemma 3's local-attention window (1024 in the real checkpoints)
     seed: int = 0
 
 

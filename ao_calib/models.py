@@ -78,12 +78,17 @@ def load_tokenizer(source: str):
     return tokenizer
 
 
+def torch_dtype(name: str) -> torch.dtype:
+    """``model.dtype`` as a torch dtype."""
+    if name not in _DTYPES:
+        raise AOCalibError(f"model.dtype={name!r}: choose one of {sorted(_DTYPES)}")
+    return _DTYPES[name]
+
+
 def load_base_model(model_cfg: DictConfig, source: str):
     from transformers import AutoModelForCausalLM
 
-    if model_cfg.dtype not in _DTYPES:
-        raise AOCalibError(f"model.dtype={model_cfg.dtype!r}: choose one of {sorted(_DTYPES)}")
-    dtype = _DTYPES[model_cfg.dtype]
+    dtype = torch_dtype(model_cfg.dtype)
     if dtype != torch.float32 and not torch.cuda.is_available():
         log.warning("model.dtype=%s on CPU is slow and imprecise; using float32", model_cfg.dtype)
         dtype = torch.float32

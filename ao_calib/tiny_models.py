@@ -150,7 +150,23 @@ def _remove_stale_tmp_dirs(cache_dir: Path) -> None:
 # --------------------------------------------------------------------------- building
 
 
-def _build(spec: TinyModelSpec, texts: list[str], out: Path) -> None:
+def build_random_model(spec: TinyModelSpec, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                       attn_implementation: str | None = None):
+    """``(model, tokenizer)`` as ``ensure_tiny_model`` would save them, built in memory in ``dtype`` on ``device``.
+
+    For benchmarks of full-size shapes (a random Qwen3-8B or Gemma-3-27B): those would take tens of GB on disk and
+    minutes to initialise on a CPU, but seconds on a GPU."""
+    if spec.family not in FAMILIES:
+        raise ValueError(f"unknown tiny model family {spec.family!r}; expected one of {FAMILIES}")
+    texts = corpus_texts()
+    model, tokenizer = _make(spec, texts, dtype, device, attn_implementation)
+    # Anything keyed by the model's name (the activation cache) must not take this for a real checkpoint.
+    model.config._name_or_path = f"random-{spec.family}-{tiny_model_key(spec, texts)}"
+    return model, tokenizer
+
+
+def _make(spec: TinyModelSpec, texts: list[str], dtype: torch.dtype, device: str | torch.device,
+          attn_implementation: str | None = None):
     from transformers import GenerationConfig
 
     tokenizer = _train_tokenizer(spec, texts)
@@ -160,14 +176,19 @@ def _build(spec: TinyModelSpec, texts: list[str], out: Path) -> None:
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in names}
 
     if spec.family == "qwen3":
-        model = _init_model(spec, _qwen3_config(spec, ids))
+        model = _init_model(spec, _qwen3_config(spec, ids), dtype, device, attn_implementation)
         gen = GenerationConfig(bos_token_id=ids["<|endoftext|>"], pad_token_id=ids["<|endoftext|>"],
                                eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]])
     else:
-        model = _init_model(spec, _gemma3_config(spec, ids))
+        model = _init_model(spec, _gemma3_config(spec, ids), dtype, device, attn_implementation)
         gen = GenerationConfig(bos_token_id=ids["<bos>"], pad_token_id=ids["<pad>"],
                                eos_token_id=[ids["<eos>"], ids["<end_of_turn>"]])
     model.generation_config = gen
+    return model, tokenizer
+
+
+def _build(spec: TinyModelSpec, texts: list[str], out: Path) -> None:
+    model, tokenizer = _make(spec, texts, torch.float32, "cpu")
     # A build takes a fraction of a second; a "Writing model shards" bar is only noise here.
     from transformers.utils import logging as hf_logging
 
@@ -179,20 +200,24 @@ def _build(spec: TinyModelSpec, texts: list[str], out: Path) -> None:
         if bars_were_on:
             hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(out)
-    gen.save_pretrained(out)
+    model.generation_config.save_pretrained(out)
 
 
-def _init_model(spec: TinyModelSpec, config: object) -> torch.nn.Module:
+def _init_model(spec: TinyModelSpec, config: object, dtype: torch.dtype, device: str | torch.device,
+                attn_implementation: str | None = None) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    # fork_rng: seeding must not disturb the caller's global RNG stream (e.g. a test's own seed).
-    with torch.random.fork_rng(devices=[]):
+    # fork_rng: seeding must not disturb the caller's global RNG streams (e.g. a test's own seed).
+    device = torch.device(device)
+    forked = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=forked), device:
         torch.manual_seed(spec.seed)
         # Same class resolution as from_pretrained, so the tiny model is built as the class the
         # real checkpoint loads as (Gemma3ForConditionalGeneration for model_type "gemma3").
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, **extra)
     _scale_final_norm(model, spec)
-    return model.to(torch.float32).eval()
+    return model.to(dtype).eval()
 
 
 @torch.no_grad()
@@ -212,7 +237,7 @@ def _qwen3_config(spec: TinyModelSpec, ids: dict[str, int]) -> object:
         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_hidden_layers,
         num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.head_dim, max_position_embeddings=spec.max_position_embeddings,
-        rms_norm_eps=1e-6, tie_word_embeddings=True, dtype="float32",
+        rms_norm_eps=1e-6, tie_word_embeddings=spec.tie_word_embeddings, dtype="float32",
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
     )
@@ -233,9 +258,9 @@ def _gemma3_config(spec: TinyModelSpec, ids: dict[str, int]) -> object:
         num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.head_dim, max_position_embeddings=spec.max_position_embeddings,
         query_pre_attn_scalar=spec.hidden_size // spec.num_attention_heads,
-        sliding_window=min(256, spec.max_position_embeddings), layer_types=layer_types,
+        sliding_window=min(spec.sliding_window, spec.max_position_embeddings), layer_types=layer_types,
         pad_token_id=ids["<pad>"], eos_token_id=ids["<eos>"], bos_token_id=ids["<bos>"],
-        tie_word_embeddings=True, dtype="float32",
+        tie_word_embeddings=spec.tie_word_embeddings, dtype="float32",
     )
     # 32px images in 16px patches -> 2x2 patches; mm_tokens_per_image=4 -> pooling kernel 1.
     vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -244,7 +269,8 @@ def _gemma3_config(spec: TinyModelSpec, ids: dict[str, int]) -> object:
     return Gemma3Config(
         text_config=text, vision_config=vision, mm_tokens_per_image=4,
         boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
-        image_token_index=ids["<image_soft_token>"], tie_word_embeddings=True, dtype="float32",
+        image_token_index=ids["<image_soft_token>"], tie_word_embeddings=spec.tie_word_embeddings,
+        dtype="float32",
     )
 
 

@@ -7,12 +7,15 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from hydra import compose, initialize_config_dir
 from trl import GRPOTrainer
 
 from ao_calib import models
+from ao_calib.config import TinyModelConfig
 from ao_calib.rewards import build_reward_schedule
 from ao_calib.task_api import get_task
+from ao_calib.tiny_models import build_random_model
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
 
@@ -30,26 +33,38 @@ class GRPOBench:
     schedule: object
 
     @classmethod
-    def compose(cls, overrides: list[str]) -> GRPOBench:
+    def compose(cls, overrides: list[str], shape: TinyModelConfig | None = None) -> GRPOBench:
+        """The config from ``overrides``; its model is loaded as a run would load it, or, with ``shape``, built
+        in memory with random weights in that shape (``model.dtype`` on a GPU, float32 on CPU)."""
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = compose("config", overrides=overrides)
         task = get_task(cfg)
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
-        tokenizer = models.load_tokenizer(source)
-        base = models.load_base_model(cfg.model, source)
+        if shape is None:
+            source = models.model_source(cfg.model, cfg.paths.cache_dir)
+            tokenizer = models.load_tokenizer(source)
+            base = models.load_base_model(cfg.model, source)
+        else:
+            on_gpu = torch.cuda.is_available()
+            dtype = models.torch_dtype(cfg.model.dtype) if on_gpu else torch.float32
+            base, tokenizer = build_random_model(shape, dtype=dtype, device="cuda" if on_gpu else "cpu",
+                                                 attn_implementation=cfg.model.attn_implementation)
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
         bench = cls(cfg, task, tokenizer, base, None, {}, None)
-        bench.data = task.build_data(tokenizer, bench.fresh_model())
+        bench.data = task.build_data(tokenizer, base)  # extraction runs without the adapter anyway
         bench.reward_fns = task.reward_functions()
         bench.schedule = build_reward_schedule(cfg.reward, bench.reward_fns)
         return bench
 
-    def fresh_model(self):
-        """The base model with a new adapter: every timed round starts from the same weights."""
-        return models.attach_lora(copy.deepcopy(self.base), self.cfg.model, self.cfg.trainer)
+    def fresh_model(self, copy_base: bool = True):
+        """The base model with a new adapter: every timed round starts from the same weights. Without
+        ``copy_base`` the adapter goes onto the base itself (one trainer only, but no second copy in memory)."""
+        base = copy.deepcopy(self.base) if copy_base else self.base
+        return models.attach_lora(base, self.cfg.model, self.cfg.trainer)
 
-    def ao_calib_trainer(self, out: Path):
-        return build_trainer(self.cfg, self.cfg.trainer, self.fresh_model(), self.tokenizer, self.data, self.schedule,
-                             self.reward_fns, out, steering=self.task.steering())
+    def ao_calib_trainer(self, out: Path, copy_base: bool = True):
+        return build_trainer(self.cfg, self.cfg.trainer, self.fresh_model(copy_base), self.tokenizer, self.data,
+                             self.schedule, self.reward_fns, out, steering=self.task.steering())
 
     def plain_trl_trainer(self, out: Path):
         args = build_grpo_config(self.cfg, self.cfg.trainer, out / "checkpoints", self.schedule.weights_at(0))

@@ -197,6 +197,41 @@ def test_tokenizer_bos_and_skip_special(loaded: dict) -> None:
     assert qwen.decode(ids, skip_special_tokens=True) == "<think>\nx\n</think>\n\nok"
 
 
+# --------------------------------------------------------------------------- in memory, any shape
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_in_memory_build_matches_the_saved_checkpoint(family: str, loaded: dict) -> None:
+    model, tok = tiny_models.build_random_model(TinyModelSpec(family))
+    state, saved = model.state_dict(), loaded[family][1].state_dict()
+    assert state.keys() == saved.keys() and all(torch.equal(state[k], saved[k]) for k in saved)
+    assert type(model).__name__ == EXPECTED_CLASS[family] and len(tok) <= TinyModelSpec(family).vocab_size
+    # Caches keyed by the model's name (activations) never mistake it for a real checkpoint.
+    assert model.config._name_or_path == f"{family}-{tiny_model_key(TinyModelSpec(family))}".replace(
+        family, f"random-{family}", 1)
+
+
+def test_in_memory_build_in_bf16_untied() -> None:
+    model, _ = tiny_models.build_random_model(TinyModelSpec("qwen3", tie_word_embeddings=False),
+                                              dtype=torch.bfloat16, attn_implementation="eager")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert model.config._attn_implementation == "eager"
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
+
+
+def test_full_size_shapes_have_the_real_parameter_counts() -> None:
+    """The benchmark shapes, built on the meta device: Qwen3-8B's published count to the parameter, and Gemma 3
+    27B's text stack (the real checkpoint adds a 0.4B SigLIP tower; ours is a token one)."""
+    from bench.full_size import SHAPES
+
+    qwen, _ = tiny_models.build_random_model(SHAPES["qwen3_8b"], dtype=torch.bfloat16, device="meta")
+    assert sum(p.numel() for p in qwen.parameters()) == 8_190_735_360
+    gemma, _ = tiny_models.build_random_model(SHAPES["gemma3_27b"], dtype=torch.bfloat16, device="meta")
+    text = sum(p.numel() for n, p in gemma.named_parameters() if "vision" not in n and "multi_modal" not in n)
+    assert 26.9e9 < text < 27.1e9
+    assert type(gemma).__name__ == "Gemma3ForConditionalGeneration"
+
+
 # --------------------------------------------------------------------------- cache behaviour
 
 
