@@ -26,7 +26,7 @@ import torch
 
 from ao_calib.config import TinyModelConfig
 from bench.grpo_setup import GRPOBench
-from bench.report import alternating_medians, device_name, update_benchmarks
+from bench.report import device_name, update_benchmarks
 
 # The text stacks of the real checkpoints (their config.json / text_config).
 SHAPES = {
@@ -80,11 +80,7 @@ def run_step(args) -> list[str]:
     bench = GRPOBench.compose(STEP_OVERRIDES + overrides + [f"trainer.max_steps={args.steps}"], shape=shape)
     setting = describe(shape, bench)
     print(f"step: Qwen3-8B-shaped, {setting}", flush=True)
-    medians = alternating_medians({"oracle": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
-                                  args.rounds, args.steps)
-    oracle_ms, trl_ms = medians["oracle"] * 1000, medians["trl"] * 1000
-    ratio = oracle_ms / trl_ms
-    print(f"median: oracle {oracle_ms:.0f} ms/step, plain TRL {trl_ms:.0f} ms/step, ratio {ratio:.3f}")
+    oracle_ms, trl_ms, ratio = bench.time_against_trl(args.rounds, args.steps, "oracle")
     return [f"| oracle GRPO step, random Qwen3-8B shape | {setting}; {args.rounds} alternating rounds x "
             f"{args.steps} steps | {oracle_ms:.0f} ms | {trl_ms:.0f} ms | {ratio:.3f} | {device_name()} |"]
 

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from bench.grpo_setup import GRPOBench
-from bench.report import alternating_medians, device_name, update_benchmarks
+from bench.report import device_name, update_benchmarks
 
 
 def main() -> None:
@@ -27,11 +27,7 @@ def main() -> None:
                  "trainer.save_steps=100000", "logger=none"]
     bench = GRPOBench.compose(overrides)
     cfg = bench.cfg
-    medians = alternating_medians({"ao_calib": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
-                                  args.rounds, args.steps)
-    ours_ms, trl_ms = medians["ao_calib"] * 1000, medians["trl"] * 1000
-    ratio = ours_ms / trl_ms
-    print(f"median: ao_calib {ours_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ratio:.3f}")
+    ours_ms, trl_ms, ratio = bench.time_against_trl(args.rounds, args.steps, "ao_calib")
     if args.write:
         t = cfg.trainer
         update_benchmarks(args.write, "grpo_overhead", [

@@ -18,6 +18,7 @@ from ao_calib.task_api import get_task
 from ao_calib.tiny_models import build_random_model
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
+from bench.report import alternating_medians
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,3 +71,11 @@ class GRPOBench:
         args = build_grpo_config(self.cfg, self.cfg.trainer, out / "checkpoints", self.schedule.weights_at(0))
         return GRPOTrainer(model=self.fresh_model(), reward_funcs=[self.reward_fns[n] for n in self.schedule.names],
                            args=args, train_dataset=self.data.train, processing_class=self.tokenizer)
+
+    def time_against_trl(self, rounds: int, steps: int, name: str = "ao_calib") -> tuple[float, float, float]:
+        """Median ms per step of ao_calib's trainer (``name``) and of the plain TRL one, from alternating rounds
+        (``alternating_medians``), and their ratio; the medians are printed too."""
+        medians = alternating_medians({name: self.ao_calib_trainer, "trl": self.plain_trl_trainer}, rounds, steps)
+        ours_ms, trl_ms = medians[name] * 1000, medians["trl"] * 1000
+        print(f"median: {name} {ours_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ours_ms / trl_ms:.3f}")
+        return ours_ms, trl_ms, ours_ms / trl_ms

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from bench.grpo_setup import GRPOBench
-from bench.report import alternating_medians, device_name, update_benchmarks
+from bench.report import device_name, update_benchmarks
 
 
 def main() -> None:
@@ -23,11 +23,7 @@ def main() -> None:
                  "trainer.beta=0.05", "task.data.generate.n_train_prompts=64", "task.data.generate.n_test_prompts=8"]
     bench = GRPOBench.compose(overrides)
     cfg = bench.cfg
-    medians = alternating_medians({"oracle": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
-                                  args.rounds, args.steps)
-    oracle_ms, trl_ms = medians["oracle"] * 1000, medians["trl"] * 1000
-    ratio = oracle_ms / trl_ms
-    print(f"median: oracle {oracle_ms:.1f} ms/step, plain TRL {trl_ms:.1f} ms/step, ratio {ratio:.3f}")
+    oracle_ms, trl_ms, ratio = bench.time_against_trl(args.rounds, args.steps, "oracle")
     if args.write:
         t = cfg.trainer
         update_benchmarks(args.write, "oracle_overhead", [
