@@ -1,18 +1,24 @@
-"""Structured config schemas, registered in Hydra's ConfigStore.
+"""The framework's config schemas: each default is stated here, once, and the YAML files in ``conf/`` set only
+what a preset changes.
 
-Every YAML file in ``conf/<group>/`` starts from one of these schemas (``defaults: [<schema>]``), and the
-top-level ``Config`` types each group, so Hydra rejects a misspelt key or a wrongly typed value at start-up
-and names it (e.g. ``Key 'lrr' not in 'GRPOTrainerConfig'``).
+Framework groups (model, trainer, warmup, reward, logger, paths) start from a schema registered in Hydra's
+ConfigStore (``defaults: [<schema>]``), so Hydra itself rejects a misspelt key or a wrongly typed value there.
+Plug-in groups (task, judge) name their class by ``_target_``; that class's ``config_class`` is the schema, which
+``validate_plugins`` applies right after composition, before anything heavy runs. A task or judge from another
+package therefore brings its own schema and needs no registration here.
 This module imports nothing heavy: composing a config and ``--help`` stay fast.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from ao_calib.errors import AOCalibError
 
 # ---------------------------------------------------------------------------------------------- model
 
@@ -32,7 +38,7 @@ class LoraConfig:
 
 @dataclass
 class TinyModelConfig:
-    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny_models).
+    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny.models).
     ``vocab_size`` is the model's embedding size and the BPE tokenizer's target size."""
 
     family: str = "qwen3"  # qwen3 | gemma3
@@ -60,10 +66,7 @@ class ModelConfig:
     attn_implementation: str = "sdpa"
     requires_gpu: bool = True
     gradient_checkpointing: bool = False
-    num_hidden_layers: int = MISSING
-    hidden_size: int = MISSING
-    # Dotted path from the loaded model (before peft wrapping) to its decoder-layer ModuleList.
-    decoder_layers_path: str = "model.layers"
+    num_hidden_layers: int = MISSING  # checked against the loaded model; layer percents are taken of it
     # Activation Oracle injection mode the adapter was trained with: add | replace.
     steering_mode: str = "add"
     chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})
@@ -71,153 +74,21 @@ class ModelConfig:
     tiny: Optional[TinyModelConfig] = None
 
 
-# ----------------------------------------------------------------------------------------------- task
+# ------------------------------------------------------------------------------------- plug-in groups
 
 
 @dataclass
-class TaskConfig:
+class PluginConfig:
+    """What every file of a plug-in group (``task``, ``judge``) sets: the class that implements it and the name
+    runs are filed under. The class's ``config_class`` is the full schema; ``validate_plugins`` applies it."""
+
+    _target_: Optional[str] = None
     name: str = MISSING
 
 
 @dataclass
-class GeneratedDataConfig:
-    """Settings of the offline data generator used when no data files are given."""
-
-    n_train: int = 512
-    n_test: int = 64
-    seed: int = 0
-
-
-@dataclass
-class FunctionCallDataConfig:
-    train_path: Optional[str] = None  # JSONL in the seed's format; null -> generated data
-    test_path: Optional[str] = None
-    generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
-    max_train_samples: Optional[int] = None
-
-
-@dataclass
-class TaskCalibrationConfig:
-    """The epistemic tag and Brier term for a task whose own score is the informativeness. Active when the reward
-    mix uses the calibrated reward (reward=calibrated_<task>): the prompt then asks for ``[epistemic status: NN]``
-    and evaluation reports ECE/MCE/Brier."""
-
-    lam: float = 0.5
-    unparsed_margin: Optional[float] = 0.5
-    instruction: str = ("\n\nBegin your reply with [epistemic status: NN], where NN (0-100) is your confidence "
-                        "that your answer is exactly right, then give the answer.")
-
-
-@dataclass
-class FunctionCallTaskConfig(TaskConfig):
-    name: str = "function_call"
-    data: FunctionCallDataConfig = field(default_factory=FunctionCallDataConfig)
-    calibration: TaskCalibrationConfig = field(default_factory=TaskCalibrationConfig)
-
-
-@dataclass
-class OracleGeneratedDataConfig:
-    """The offline generator of prompts with known yes/no answers (tasks.oracle.synthetic)."""
-
-    n_train_prompts: int = 400
-    n_test_prompts: int = 100
-    questions_per_prompt: int = 3
-    kinds: list[str] = field(default_factory=lambda: ["topic", "mood", "city"])
-    seed: int = 0
-
-
-@dataclass
-class OracleDataConfig:
-    # The seed's WildChat oracle-questions format (hub id or local JSON/JSONL); answers unknown, so an LLM judge
-    # (judge=litellm or judge=local) scores them. Takes precedence over train_path/test_path.
-    path: Optional[str] = None
-    strict: bool = False  # stop at the first bad row instead of reporting and skipping it
-    test_fraction: float = 0.1  # prompts held out from `path` for evaluation
-    # JSONL rows with prompt, question and answer ("Yes"/"No"); null -> generated data
-    train_path: Optional[str] = None
-    test_path: Optional[str] = None
-    generate: OracleGeneratedDataConfig = field(default_factory=OracleGeneratedDataConfig)
-    max_train_samples: Optional[int] = None
-
-
-@dataclass
-class OracleActivationsConfig:
-    """Which activations of the target prompt the oracle reads (see ao_calib.activations.PositionRule)."""
-
-    positions: str = "last_k"  # last_k | window | full
-    k: int = 10
-    window_min: int = 1
-    window_max: int = 10
-    batch_size: int = 16
-    cache: bool = True
-
-
-@dataclass
-class ClassificationEvalConfig:
-    """The reference's yes/no classification suite (tasks.oracle.classification), scored for accuracy and
-    calibration in every oracle evaluation when enabled."""
-
-    enabled: bool = False
-    datasets: list[str] = field(default_factory=lambda: ["geometry_of_truth", "relations", "sst2", "md_gender", "snli",
-                                                         "ag_news", "ner", "tense", "singular_plural"])
-    data_dir: Optional[str] = None  # the reference repo's data files (gmt/, relations/, tense/, ...)
-    n_per_dataset: int = 250
-    seed: int = 0
-
-
-@dataclass
-class OracleAlertsConfig:
-    """Failure-mode alerts during GRPO (see ao_calib.alerts); each fires once, after ``patience`` logged steps."""
-
-    confidence_std_below: float = 0.1
-    advantage_std_below: float = 1e-3
-    answer_length_drop: float = 0.5
-    kl_above: float = 1.0
-    patience: int = 3
-
-
-@dataclass
-class OracleTaskConfig(TaskConfig):
-    name: str = "oracle"
-    layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
-    data: OracleDataConfig = field(default_factory=OracleDataConfig)
-    activations: OracleActivationsConfig = field(default_factory=OracleActivationsConfig)
-    injection_layer: int = 1
-    steering_coefficient: float = 1.0
-    lam: float = 0.5  # λ in informativeness − λ·(confidence/100 − informativeness)²
-    # Reward of a completion without a valid tag: −λ − margin, below every tagged answer. null: the seed's rule
-    # (confidence 50 in the formula), under which a broken tag beats a confidently wrong answer, and GRPO
-    # learns to drop the tag.
-    unparsed_margin: Optional[float] = 0.5
-    # SFT targets carry a confidence drawn from these, independent of correctness: the warm-up teaches the
-    # format, and calibration is left to GRPO.
-    sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
-    # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
-    eval_control: bool = True
-    alerts: OracleAlertsConfig = field(default_factory=lambda: OracleAlertsConfig())
-    classification: ClassificationEvalConfig = field(default_factory=lambda: ClassificationEvalConfig())
-
-
-@dataclass
-class ToolJsonGeneratedDataConfig:
-    n: int = 2000  # rows in all, before the validation split
-    seed: int = 0
-    val_fraction: float = 0.1
-
-
-@dataclass
-class ToolJsonDataConfig:
-    # The seed's schema, as a JSON array or JSONL (tasks.tool_json.data); null -> generated data
-    train_path: Optional[str] = None
-    validation_path: Optional[str] = None
-    generate: ToolJsonGeneratedDataConfig = field(default_factory=ToolJsonGeneratedDataConfig)
-
-
-@dataclass
-class ToolJsonTaskConfig(TaskConfig):
-    name: str = "tool_json"
-    data: ToolJsonDataConfig = field(default_factory=ToolJsonDataConfig)
-    calibration: TaskCalibrationConfig = field(default_factory=TaskCalibrationConfig)
+class TaskConfig(PluginConfig):
+    """Base schema of every task (``ao_calib.task_api.Task.config_class``)."""
 
 
 # --------------------------------------------------------------------------------------------- reward
@@ -240,54 +111,6 @@ class RewardConfig:
     phases: list[RewardPhaseConfig] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------------------------------------- judge
-
-
-@dataclass
-class JudgeConfig:
-    name: str = "none"
-
-
-DEFAULT_JUDGE_PROMPT = (
-    "You are grading an answer produced by a model that could not see the text below; it only saw internal "
-    "activations computed from it.\n\n"
-    "Text:\n<<<\n{prompt}\n>>>\n\n"
-    "Question about the text: {question}\n"
-    "Answer to grade: {answer}\n\n"
-    "Score how informative and correct the answer is about the text, from 0 (wrong, empty or evasive) to 100 "
-    "(correct and specific). A vague answer that is technically true scores low. Think briefly if needed, then "
-    "end with a final line of the form 'SCORE: <0-100>'."
-)
-
-
-@dataclass
-class LiteLLMJudgeConfig(JudgeConfig):
-    """An LLM judge through litellm (any provider). API keys come from the provider's environment variable
-    (e.g. OPENAI_API_KEY) and are never read from or written to configs."""
-
-    name: str = "litellm"
-    model: str = "openai/gpt-4o-mini"
-    api_base: Optional[str] = None  # an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
-    prompt: str = DEFAULT_JUDGE_PROMPT
-    temperature: float = 0.0
-    max_tokens: int = 256
-    max_concurrency: int = 16
-    timeout_s: float = 30.0
-    max_retries: int = 3
-    backoff_s: float = 1.0  # first retry delay; doubles each retry
-    cache_dir: Optional[str] = "${paths.cache_dir}/judge"  # null: no disk cache
-
-
-@dataclass
-class LocalJudgeConfig(JudgeConfig):
-    """The base model itself (adapter disabled) as an offline judge, with the same prompt."""
-
-    name: str = "local"
-    prompt: str = DEFAULT_JUDGE_PROMPT
-    max_new_tokens: int = 64
-    batch_size: int = 8
-
-
 # -------------------------------------------------------------------------------------------- trainer
 
 
@@ -303,6 +126,8 @@ class LoraOverrideConfig:
 
 @dataclass
 class TrainerConfig:
+    # The function that builds this stage's trainer (see ao_calib.trainers.TrainerBuilder).
+    _target_: str = MISSING
     name: str = MISSING
     lr: float = 1e-5
     max_steps: int = 1000
@@ -351,6 +176,7 @@ class GroupTrainerConfig(OnlineTrainerConfig):
 class GRPOTrainerConfig(GroupTrainerConfig):
     """GRPO (TRL GRPOTrainer). Names follow the function-calling seed's CLI where it has one."""
 
+    _target_: str = "ao_calib.trainers.grpo.build_grpo_trainer"
     name: str = "grpo"
     loss_type: str = "dapo"
     scale_rewards: str = "group"
@@ -360,6 +186,7 @@ class GRPOTrainerConfig(GroupTrainerConfig):
 class RLOOTrainerConfig(GroupTrainerConfig):
     """REINFORCE leave-one-out (TRL RLOOTrainer): each completion's baseline is its group's other completions."""
 
+    _target_: str = "ao_calib.trainers.rloo.build_rloo_trainer"
     name: str = "rloo"
     beta: float = 0.05
     normalize_advantages: bool = False
@@ -371,7 +198,17 @@ class PPOTrainerConfig(OnlineTrainerConfig):
     policy and value losses, a per-token KL penalty to the reference folded into the reward. Steps count optimiser
     steps, as for every trainer: each batch of rollouts gives ``ppo_epochs * num_mini_batches`` of them."""
 
+    _target_: str = "ao_calib.trainers.ppo.build_ppo_trainer"
     name: str = "ppo"
+    # From the tool-calling design notes' RL stage: lr 1e-5, batches of 8 rollouts, 128 new tokens, temperature
+    # 1.0, 500 batches logged every 10 and saved every 100. A step here is an optimiser step, as for every
+    # trainer, and each batch of rollouts gives ppo_epochs * num_mini_batches = 4 of them: hence 2000 steps,
+    # logged every 40 and saved every 400.
+    max_steps: int = 2000
+    max_completion_length: int = 128
+    temperature: float = 1.0
+    logging_steps: int = 40
+    save_steps: int = 400
     batch_size: int = 8  # rollouts (prompts, one completion each) per batch
     ppo_epochs: int = 4  # optimisation passes over each batch of rollouts
     num_mini_batches: int = 1  # optimiser steps per pass
@@ -388,8 +225,8 @@ class PPOTrainerConfig(OnlineTrainerConfig):
 class SFTTrainerConfig(TrainerConfig):
     """Supervised fine-tuning on prompt -> completion pairs, loss on completion tokens only (TRL SFTTrainer)."""
 
+    _target_: str = "ao_calib.trainers.sft.build_sft_trainer"
     name: str = "sft"
-    lr: float = 1e-5
     max_steps: int = 800
     batch_size: int = 8
     micro_batch_size: Optional[int] = None
@@ -438,15 +275,30 @@ class EvalConfig:
 
 
 @dataclass
+class AlertsConfig:
+    """Failure-mode alerts while an online trainer (GRPO, RLOO, PPO) trains: each fires once, after ``patience``
+    logged steps in a row, and is printed, logged as ``alert/<name>`` and listed in summary.json. The thresholds
+    come from the oracle design notes' monitoring list."""
+
+    advantage_std_below: float = 1e-3  # every group scored alike: no learning signal
+    kl_above: float = 1.0  # drifting from the reference: lower the lr or raise beta
+    confidence_std_below: float = 0.1  # (tasks that state a confidence) confidences collapsed to one value
+    answer_length_drop: float = 0.5  # (same) mean answer length fell below this fraction of its first value
+    patience: int = 3  # consecutive logged steps a condition must hold (one noisy step is not a failure)
+
+
+@dataclass
 class Config:
-    task: TaskConfig = MISSING
+    # Plug-in groups: typed by their own class's schema after composition (validate_plugins).
+    task: Any = MISSING
     model: ModelConfig = MISSING
     trainer: TrainerConfig = MISSING
     reward: RewardConfig = MISSING
-    judge: JudgeConfig = MISSING
+    judge: Any = MISSING
     logger: LoggerConfig = MISSING
     paths: PathsConfig = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     # An SFT stage run before ``trainer`` on the same adapter (e.g. format warm-up before GRPO); null: none.
     warmup: Optional[SFTTrainerConfig] = None
     run_name: str = "${task.name}-${model.name}-${trainer.name}"
@@ -456,13 +308,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     cs.store(group="model", name="model_schema", node=ModelConfig)
-    cs.store(group="task", name="function_call_schema", node=FunctionCallTaskConfig)
-    cs.store(group="task", name="oracle_schema", node=OracleTaskConfig)
-    cs.store(group="task", name="tool_json_schema", node=ToolJsonTaskConfig)
     cs.store(group="reward", name="reward_schema", node=RewardConfig)
-    cs.store(group="judge", name="judge_schema", node=JudgeConfig)
-    cs.store(group="judge", name="litellm_schema", node=LiteLLMJudgeConfig)
-    cs.store(group="judge", name="local_schema", node=LocalJudgeConfig)
     cs.store(group="trainer", name="grpo_schema", node=GRPOTrainerConfig)
     cs.store(group="trainer", name="sft_schema", node=SFTTrainerConfig)
     cs.store(group="trainer", name="rloo_schema", node=RLOOTrainerConfig)
@@ -473,6 +319,86 @@ def register_configs() -> None:
 
 
 register_configs()
+
+
+def register_plugin_configs() -> None:
+    """Lets installed plug-in packages register their config schemas (entry point group
+    ``ao_calib.config_schemas``: a function that stores them in Hydra's ConfigStore). Discovery by entry point
+    keeps the framework from naming any task; a failing plug-in is reported, not fatal."""
+    import logging
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="ao_calib.config_schemas"):
+        try:
+            entry.load()()
+        except Exception as exc:  # noqa: BLE001 -- one broken plug-in must not stop every run
+            logging.getLogger(__name__).warning("config schemas of %s could not be registered: %s", entry.value, exc)
+
+
+register_plugin_configs()
+
+
+PLUGIN_GROUPS = ("task", "judge")
+
+
+def plugin_class(group: str, target: str | None):
+    """The class a plug-in group's ``_target_`` names, or a config error naming the key."""
+    if target is None:
+        return None
+    from hydra.utils import get_class
+
+    try:
+        return get_class(target)
+    except Exception as exc:  # noqa: BLE001 -- ImportError, AttributeError or Hydra's wrapper of either
+        cause = exc.__cause__ or exc
+        raise AOCalibError(f"{group}._target_={target}: cannot import it ({type(cause).__name__}: {cause}). "
+                           "Is its package installed or on PYTHONPATH?") from None
+
+
+def validate_plugins(cfg) -> None:
+    """Types each plug-in group (task, judge) with its class's ``config_class`` schema, in place: fills the
+    defaults the YAML leaves out and rejects a misspelt key or a wrongly typed value, naming it."""
+    from omegaconf import OmegaConf, open_dict
+    from omegaconf.errors import OmegaConfBaseException
+
+    for group in PLUGIN_GROUPS:
+        node = cfg.get(group)
+        if node is None:
+            continue
+        cls = plugin_class(group, node.get("_target_"))
+        schema = getattr(cls, "config_class", None) or (TaskConfig if group == "task" else PluginConfig)
+        try:
+            typed = OmegaConf.merge(OmegaConf.structured(schema), node)
+        except OmegaConfBaseException as exc:
+            key = f"{group}.{exc.full_key}" if getattr(exc, "full_key", None) else group
+            reason = str(exc).splitlines()[0]
+            raise AOCalibError(f"{key}: {reason} (schema {schema.__name__}; `python -m ao_calib.run --cfg job` "
+                               "prints the config)") from None
+        with open_dict(cfg):
+            cfg[group] = typed
+
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_run_config(overrides=(), config_dir=CONF_DIR):
+    """The config a run with these overrides sees, composed and with its plug-in groups typed: for tests,
+    benchmarks and notebooks that build the pipeline's parts themselves."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    validate_plugins(cfg)
+    return cfg
+
+
+def load_run_config(path):
+    """A saved run's config (``config.yaml`` or Hydra's ``.hydra/config.yaml``), with its plug-in groups typed."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(path)
+    validate_plugins(cfg)
+    return cfg
 
 
 def unknown_keys(node, path: str = "") -> list[str]:

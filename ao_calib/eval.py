@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ao_calib.errors import AOCalibError
+from ao_calib.run_dir import RunDir
 
 
 @dataclass
@@ -40,18 +41,18 @@ def parse_args(argv: list[str]) -> EvalArgs:
 
 def run_eval(args: EvalArgs) -> dict:
     from ao_calib import models
+    from ao_calib.config import load_run_config
     from ao_calib.evaluation import evaluate
-    from ao_calib.task_api import get_task
+    from ao_calib.task_api import build_task
 
-    run_dir = Path(args.run_dir)
-    config_path = run_dir / ".hydra" / "config.yaml"
-    if not config_path.exists():
-        raise AOCalibError(f"{run_dir} is not a run directory: {config_path} is missing")
-    cfg = OmegaConf.load(config_path)
-    adapter = Path(args.adapter) if args.adapter else run_dir / "adapter"
+    run_dir = RunDir(args.run_dir)
+    if not run_dir.config.exists():
+        raise AOCalibError(f"{run_dir} is not a run directory: {run_dir.config} is missing")
+    cfg = load_run_config(run_dir.config)
+    adapter = Path(args.adapter) if args.adapter else run_dir.adapter
     if not (adapter / "adapter_config.json").exists():
         raise AOCalibError(f"no saved adapter at {adapter} (did the run finish? pass adapter=RUN/checkpoints/...)")
-    task = get_task(cfg)
+    task = build_task(cfg)
     models.check_model_available(cfg.model)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
@@ -63,7 +64,7 @@ def run_eval(args: EvalArgs) -> dict:
         batch_size=args.batch_size or cfg.eval.batch_size,
         max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
-        out_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
+        run_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
         temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),
         seed=cfg.eval.get("seed", 0),
     )

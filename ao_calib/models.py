@@ -12,6 +12,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib.errors import AOCalibError, ResourceUnavailableError
+from ao_calib.run_dir import RunDir
+from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, or the hub id/path."""
     if model_cfg.tiny is not None:
-        from ao_calib.tiny_models import TinyModelSpec, ensure_tiny_model
+        from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 
         spec = TinyModelSpec(**OmegaConf.to_container(model_cfg.tiny, resolve=True))
         return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
@@ -130,13 +132,14 @@ def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretraine
     if pretrained_adapter:
         return PeftModel.from_pretrained(model, pretrained_adapter, is_trainable=True)
     lora = lora_settings(model_cfg, trainer_cfg)
-    num_layers = len(_get_path(model, model_cfg.decoder_layers_path))
+    layers_path = decoder_layers_path(model)
+    num_layers = len(get_decoder_layers(model))
     peft_config = LoraConfig(
         r=lora["rank"],
         lora_alpha=lora["alpha"],
         lora_dropout=lora["dropout"],
         target_modules=lora_target_regex(
-            model_cfg.decoder_layers_path, num_layers, lora["target_modules"], lora.get("layers")
+            layers_path, num_layers, lora["target_modules"], lora.get("layers")
         ),
         task_type="CAUSAL_LM",
     )
@@ -147,12 +150,12 @@ def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:
     """``trainer.init_from``: a run directory (its ``adapter/``), a checkpoint or an adapter directory. Refuses an
     adapter trained on another model, when the run's config says which."""
     path = Path(init_from)
-    adapter = next((p for p in (path / "adapter", path) if (p / "adapter_config.json").is_file()), None)
+    adapter = next((p for p in (RunDir(path).adapter, path) if (p / "adapter_config.json").is_file()), None)
     if adapter is None:
-        raise AOCalibError(f"trainer.init_from={init_from}: no adapter there (looked for adapter/adapter_config.json "
-                           "and adapter_config.json); did that run finish?")
+        raise AOCalibError(f"trainer.init_from={init_from}: no adapter there (looked for "
+                           f"{RunDir.ADAPTER}/adapter_config.json and adapter_config.json); did that run finish?")
     for folder in (path, *path.parents[:2]):
-        config = folder / ".hydra" / "config.yaml"
+        config = RunDir(folder).config
         if config.is_file():
             trained = OmegaConf.load(config).get("model") or {}
             for key in ("name", "hub_id", "tiny"):
@@ -173,8 +176,3 @@ def load_trained_model(model_cfg: DictConfig, source: str, adapter_dir: str | Pa
 
     return PeftModel.from_pretrained(load_base_model(model_cfg, source), str(adapter_dir))
 
-
-def _get_path(obj, dotted: str):
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj

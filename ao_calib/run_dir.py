@@ -1,7 +1,7 @@
-"""Typed readers for run directories written by the trainer (read-only; nothing here writes).
+"""Run directories: ``RunDir`` names every file a run writes (the one module that spells them), and typed readers
+for the report and the plots.
 
-A run directory holds any of ``.hydra/config.yaml``, ``summary.json`` or ``metrics.jsonl``.
-Everything here tolerates partial runs: missing files, truncated JSONL lines, null values.
+The readers tolerate partial runs: missing files, truncated JSONL lines, null values.
 """
 
 from __future__ import annotations
@@ -19,10 +19,103 @@ from ao_calib.errors import AOCalibError
 
 RunStatus = Literal["completed", "failed", "unfinished"]
 
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-EVAL_FILE = "eval.json"
 DELETED = "<deleted>"  # value shown for a `~key` override
+
+
+class RunDir:
+    """One run's directory and the name of everything in it."""
+
+    HYDRA_CONFIG = ".hydra/config.yaml"  # written by Hydra: the composed config, as the YAML files set it
+    HYDRA_OVERRIDES = ".hydra/overrides.yaml"
+    CONFIG = "config.yaml"  # the full config with every default, written at the start of a run
+    METRICS = "metrics.jsonl"
+    COMPLETIONS = "completions.jsonl"
+    SUMMARY = "summary.json"
+    ADAPTER = "adapter"
+    CHECKPOINTS = "checkpoints"
+    CHECKPOINT_PREFIX = "checkpoint-"
+    VALUE_HEAD = "value_head.safetensors"  # PPO's critic, beside the adapter in each checkpoint
+    PLOTS = "plots"
+    FINAL = "final"  # the tag of the end-of-run evaluation
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def completions(self) -> Path:
+        return self.path / self.COMPLETIONS
+
+    @property
+    def summary(self) -> Path:
+        return self.path / self.SUMMARY
+
+    @property
+    def adapter(self) -> Path:
+        return self.path / self.ADAPTER
+
+    @property
+    def config(self) -> Path:
+        """The full config when the run wrote one, else Hydra's composed one (runs from before it did)."""
+        full = self.path / self.CONFIG
+        return full if full.is_file() else self.path / self.HYDRA_CONFIG
+
+    @property
+    def overrides(self) -> Path:
+        return self.path / self.HYDRA_OVERRIDES
+
+    def stage_dir(self, stage: str) -> Path:
+        """Where a stage's trainer writes: the run directory for the main stage, a subfolder for a warm-up."""
+        return self.path if stage == "train" else self.path / stage
+
+    def checkpoints(self, stage: str = "train") -> Path:
+        return self.stage_dir(stage) / self.CHECKPOINTS
+
+    def checkpoint_dirs(self, stage: str = "train") -> list[Path]:
+        """Checkpoints of a stage, oldest first."""
+        found = self.checkpoints(stage).glob(self.CHECKPOINT_PREFIX + "*")
+        return sorted((p for p in found if p.name[len(self.CHECKPOINT_PREFIX):].isdigit()),
+                      key=lambda p: int(p.name[len(self.CHECKPOINT_PREFIX):]))
+
+    @staticmethod
+    def _tagged(stem: str, tag: str, variant: str | None, ext: str) -> str:
+        return stem + ("" if tag == RunDir.FINAL else f"_{tag}") + (f"_{variant}" if variant else "") + ext
+
+    def eval_report(self, tag: str = FINAL) -> Path:
+        """``eval.json`` for the end-of-run evaluation, ``eval_<tag>.json`` for the others."""
+        return self.path / self._tagged("eval", tag, None, ".json")
+
+    def predictions(self, tag: str = FINAL, variant: str | None = None) -> Path:
+        return self.path / self._tagged("eval_predictions", tag, variant, ".jsonl")
+
+    def reliability_plot(self, tag: str = FINAL) -> Path:
+        return self.path / f"reliability_{tag}.png"
+
+    def curves_plot(self) -> Path:
+        return self.path / self.PLOTS / "training_curves.png"
+
+
+class SweepFiles:
+    """What ``ao_calib.report`` writes into a sweep folder (or any folder of runs)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.csv, self.md, self.png = self.path / "report.csv", self.path / "report.md", self.path / "reward_curves.png"
 
 
 class RunDirError(AOCalibError):
@@ -31,9 +124,9 @@ class RunDirError(AOCalibError):
 
 def is_run_dir(path: Path) -> bool:
     return (
-        (path / ".hydra" / "config.yaml").is_file()
-        or (path / SUMMARY_FILE).is_file()
-        or (path / METRICS_FILE).is_file()
+        (path / RunDir.HYDRA_CONFIG).is_file()
+        or (path / RunDir.SUMMARY).is_file()
+        or (path / RunDir.METRICS).is_file()
     )
 
 
@@ -73,7 +166,7 @@ def read_json(path: str | Path) -> dict[str, Any] | None:
 
 def read_metrics_counted(run_dir: str | Path) -> tuple[list[dict[str, Any]], int]:
     """``(rows, skipped)``: the JSON objects in ``metrics.jsonl`` and how many non-blank lines were unparseable."""
-    path = Path(run_dir) / METRICS_FILE
+    path = RunDir(run_dir).metrics
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -102,7 +195,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def read_overrides(run_dir: str | Path) -> list[str]:
     """The Hydra overrides of a run, as written in ``.hydra/overrides.yaml`` (empty if missing)."""
-    path = Path(run_dir) / ".hydra" / "overrides.yaml"
+    path = RunDir(run_dir).overrides
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -180,9 +273,9 @@ def _status(summary: dict[str, Any] | None) -> RunStatus:
 def load_run(run_dir: str | Path, name: str | None = None) -> RunRecord:
     """Read everything the report needs from one run directory. ``name`` defaults to the folder name."""
     path = Path(run_dir)
-    summary = read_json(path / SUMMARY_FILE)
+    summary = read_json(RunDir(path).summary)
     rows, skipped = read_metrics_counted(path)
-    eval_data = read_json(path / EVAL_FILE) or {}
+    eval_data = read_json(RunDir(path).eval_report()) or {}
     raw_eval = eval_data.get("metrics")
     eval_metrics = {
         str(key): number
@@ -225,7 +318,7 @@ def load_runs(root: str | Path) -> list[RunRecord]:
     dirs = find_run_dirs(root)
     if not dirs:
         raise RunDirError(
-            f"{root}: no run directory found (looked for .hydra/config.yaml, summary.json or metrics.jsonl)"
+            f"{root}: no run directory found (looked for {RunDir.HYDRA_CONFIG}, {RunDir.SUMMARY} or {RunDir.METRICS})"
         )
     return [
         load_run(d, name=None if d == root else d.relative_to(root).as_posix()) for d in dirs

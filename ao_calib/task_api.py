@@ -1,18 +1,22 @@
-"""The task abstraction: what the runner needs from a task, and the registry of tasks by name."""
+"""The task abstraction: what the runner needs from a task.
+
+A task is a plug-in. Its config file (``conf/task/<name>.yaml``, in this repository or in any package on
+Hydra's search path) names its class by ``_target_``; the class names its config schema by ``config_class``
+(a dataclass extending ``ao_calib.config.TaskConfig``). The framework never imports a task by name.
+"""
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig
 
-from ao_calib.errors import NotImplementedYetError
-
-RewardFn = Callable[..., list[float | None]]
+from ao_calib.config import TaskConfig, plugin_class
+from ao_calib.errors import AOCalibError
+from ao_calib.rewards import RewardFn
+from ao_calib.run_dir import RunDir
 
 
 @dataclass
@@ -24,14 +28,30 @@ class TaskData:
 
 
 class Task(ABC):
-    """One training task: data, rewards and how a completion is scored for evaluation."""
+    """One training task: data, rewards and how a completion is scored for evaluation. ``cfg`` is the whole run
+    config; ``cfg.task`` is typed by ``config_class``."""
 
-    name: str
+    #: the schema of ``cfg.task``; every default of the task's settings is stated there
+    config_class: ClassVar[type] = TaskConfig
     #: key of the per-sample score that counts as "correct" in evaluation (e.g. exact match)
-    headline_metric: str
+    headline_metric: ClassVar[str]
+    #: the reward component that trains a stated confidence, for tasks that offer one (see ``calibrated``)
+    calibrated_reward: ClassVar[str | None] = None
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
+
+    @property
+    def name(self) -> str:
+        return self.cfg.task.name
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the reward mix trains the ``[epistemic status: NN]`` tag: then the prompt asks for it, and
+        evaluation scores the stated confidence (``confidence`` in each sample's scores)."""
+        reward = self.cfg.reward
+        names = set(reward.weights) | {n for phase in reward.phases for n in phase.weights}
+        return self.calibrated_reward is not None and self.calibrated_reward in names
 
     def pretrained_adapter(self) -> str | None:
         """A pretrained adapter the task starts from (hub id or path), if any."""
@@ -42,7 +62,7 @@ class Task(ABC):
         """Train/test rows; ``model`` is there for tasks that need the base model's activations."""
 
     def steering(self):
-        """An ``ao_calib.oracle_steering.ActivationSteering`` when the task injects activations, else None."""
+        """An ``ao_calib_tasks.oracle.steering.ActivationSteering`` when the task injects activations, else None."""
         return None
 
     def summary(self) -> dict:
@@ -57,16 +77,25 @@ class Task(ABC):
         """Extra evaluation passes besides the plain one (e.g. a control with other prompts' activations)."""
         return []
 
-    def extra_evaluations(self, model, tokenizer, generate, out_dir, tag: str) -> dict:
+    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
         task's steering. Returns a JSON-able dict stored in eval.json under its keys."""
         return {}
 
-    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
-        """Metrics over all evaluated samples; by default the mean of every per-sample score."""
+    def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
+        """Metrics over all evaluated samples: the mean of every per-sample score, and, for a calibrated task,
+        the calibration of the stated confidence against the headline score (with a reliability diagram)."""
         keys = sorted({k for r in records for k in r["scores"]})
         metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
         metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
+        if self.calibrated and records:
+            from ao_calib.calibration.metrics import calibration_summary, plot_reliability_diagram
+
+            conf = [r["scores"]["confidence"] for r in records]
+            correct = [r["scores"][self.headline_metric] for r in records]
+            summary = calibration_summary(conf, correct)
+            metrics.update({k: summary[k] for k in ("ece", "mce", "brier")})
+            plot_reliability_diagram(conf, correct, run_dir.reliability_plot(tag))
         return metrics
 
     @abstractmethod
@@ -82,22 +111,11 @@ class Task(ABC):
         return str(row.get("answer", ""))
 
 
-_TASKS = {
-    "function_call": "tasks.function_call.task:FunctionCallTask",
-    "oracle": "tasks.oracle.task:OracleTask",
-    "tool_json": "tasks.tool_json.task:ToolJsonTask",
-}
-_PLANNED: dict[str, str] = {}
-
-
-def get_task(cfg: DictConfig) -> Task:
-    name = cfg.task.name
-    if name in _PLANNED:
-        raise NotImplementedYetError(
-            f"task={name} is not implemented yet (tracked in {_PLANNED[name]}). "
-            f"Available now: {', '.join(sorted(_TASKS))}. Try: python -m ao_calib.run experiment=quickstart"
-        )
-    if name not in _TASKS:
-        raise NotImplementedYetError(f"unknown task {name!r}; available: {', '.join(sorted(_TASKS))}")
-    module, cls = _TASKS[name].split(":")
-    return getattr(importlib.import_module(module), cls)(cfg)
+def build_task(cfg: DictConfig) -> Task:
+    """The task ``cfg.task._target_`` names, built on the whole run config."""
+    cls = plugin_class("task", cfg.task.get("_target_"))
+    if cls is None:
+        raise AOCalibError(f"task={cfg.task.name} names no class: set task._target_ (e.g. my_pkg.task.MyTask)")
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise AOCalibError(f"task._target_={cfg.task._target_} is not a subclass of ao_calib.task_api.Task")
+    return cls(cfg)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
-from ao_calib.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
+from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
                                   layer_indices, target_text)
 from ao_calib.models import load_tokenizer
-from ao_calib.tiny_models import TinyModelSpec, ensure_tiny_model
+from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 from bench.report import device_name, update_benchmarks
-from tasks.oracle.synthetic import generate_rows
+from ao_calib_tasks.oracle.generate import generate_rows
 
 
 def timed(fn, repeats: int) -> float:

@@ -61,7 +61,7 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
         overrides, shape = [f"model={model}"], SHAPES[model]
     if args.layers:
         shape = dataclasses.replace(shape, num_hidden_layers=args.layers)
-    overrides += [f"model.num_hidden_layers={shape.num_hidden_layers}", f"model.hidden_size={shape.hidden_size}",
+    overrides += [f"model.num_hidden_layers={shape.num_hidden_layers}",
                   f"model.lora.rank={args.rank}", f"model.lora.alpha={2 * args.rank}"]
     return shape, overrides
 

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 from trl import GRPOTrainer
 
 from ao_calib import models
-from ao_calib.config import TinyModelConfig
+from ao_calib.config import TinyModelConfig, compose_run_config
 from ao_calib.rewards import build_reward_schedule
-from ao_calib.task_api import get_task
-from ao_calib.tiny_models import build_random_model
-from ao_calib.trainers import build_trainer
+from ao_calib.run_dir import RunDir
+from ao_calib.task_api import build_task
+from ao_calib.tiny.models import build_random_model
+from ao_calib.trainers import TrainerSetup, build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
 from bench.report import alternating_medians
 
@@ -37,9 +37,8 @@ class GRPOBench:
     def compose(cls, overrides: list[str], shape: TinyModelConfig | None = None) -> GRPOBench:
         """The config from ``overrides``; its model is loaded as a run would load it, or, with ``shape``, built
         in memory with random weights in that shape (``model.dtype`` on a GPU, float32 on CPU)."""
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            cfg = compose("config", overrides=overrides)
-        task = get_task(cfg)
+        cfg = compose_run_config(overrides)
+        task = build_task(cfg)
         if shape is None:
             source = models.model_source(cfg.model, cfg.paths.cache_dir)
             tokenizer = models.load_tokenizer(source)
@@ -63,12 +62,15 @@ class GRPOBench:
         base = copy.deepcopy(self.base) if copy_base else self.base
         return models.attach_lora(base, self.cfg.model, self.cfg.trainer)
 
+    def setup(self, out: Path, copy_base: bool = True) -> TrainerSetup:
+        return TrainerSetup(self.cfg, self.fresh_model(copy_base), self.tokenizer, self.data, RunDir(out),
+                            self.schedule, self.reward_fns, self.task.steering())
+
     def ao_calib_trainer(self, out: Path, copy_base: bool = True):
-        return build_trainer(self.cfg, self.cfg.trainer, self.fresh_model(copy_base), self.tokenizer, self.data,
-                             self.schedule, self.reward_fns, out, steering=self.task.steering())
+        return build_trainer(self.setup(out, copy_base), self.cfg.trainer)
 
     def plain_trl_trainer(self, out: Path):
-        args = build_grpo_config(self.cfg, self.cfg.trainer, out / "checkpoints", self.schedule.weights_at(0))
+        args = build_grpo_config(self.setup(out), self.cfg.trainer)
         return GRPOTrainer(model=self.fresh_model(), reward_funcs=[self.reward_fns[n] for n in self.schedule.names],
                            args=args, train_dataset=self.data.train, processing_class=self.tokenizer)
 

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import httpx
 
-from ao_calib.config import DEFAULT_JUDGE_PROMPT
+from ao_calib.judges.config import LiteLLMJudgeConfig
+from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.litellm_judge import LiteLLMJudge
 from tests.judge_server import JudgeServer
@@ -113,9 +114,9 @@ def one_round(server, args, model: str, round_no: int) -> dict:
     items = make_items(args.items, f"round {round_no}")
     with tempfile.TemporaryDirectory(prefix="judge_bench_") as cache_dir:
         def judge():
-            return LiteLLMJudge(model=model, prompt=DEFAULT_JUDGE_PROMPT, api_base=server.api_base,
-                                max_concurrency=args.concurrency, timeout_s=30.0, max_retries=3, backoff_s=0.5,
-                                cache_dir=cache_dir)
+            return LiteLLMJudge(LiteLLMJudgeConfig(model=model, prompt=JUDGE_PROMPT, api_base=server.api_base,
+                                                   max_concurrency=args.concurrency, timeout_s=30.0, max_retries=3,
+                                                   backoff_s=0.5, cache_dir=cache_dir))
 
         first = judge()
         server.reset()
@@ -144,7 +145,8 @@ def one_round(server, args, model: str, round_no: int) -> dict:
 def measure(model: str, args, server_cls) -> dict:
     """The median round at ``args.latency`` and at 0 ms for one litellm model name."""
     with server_cls(args.latency) as server:
-        warm = LiteLLMJudge(model=model, prompt=DEFAULT_JUDGE_PROMPT, api_base=server.api_base, max_retries=0)
+        warm = LiteLLMJudge(LiteLLMJudgeConfig(model=model, prompt=JUDGE_PROMPT, api_base=server.api_base,
+                                               max_retries=0))
         asyncio.run(warm.score(make_items(1, "warm-up")))
         rounds = [one_round(server, args, model, r) for r in range(args.rounds)]
     with server_cls(0.0) as server:  # the same work with an instant server: the client's own cost

@@ -32,7 +32,7 @@ def sft_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
         # TRL's own prompt-completion path: it applies the chat template and masks the prompt itself.
         rows = bench.data.train.map(lambda r: {"completion": [{"role": "assistant", "content": r["completion"]}]})
         rows = rows.select_columns(["prompt", "completion"])
-        return SFTTrainer(model=bench.fresh_model(), args=build_sft_config(bench.cfg, bench.cfg.trainer, out, False),
+        return SFTTrainer(model=bench.fresh_model(), args=build_sft_config(bench.setup(out), bench.cfg.trainer),
                           train_dataset=rows, processing_class=bench.tokenizer)
 
     return bench, {"ao_calib": bench.ao_calib_trainer, "trl": plain}
@@ -46,8 +46,8 @@ def ppo_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
 
     def plain(out: Path):
         # The same TrainingArguments and sampling fields as ao_calib's side; only the algorithm differs.
-        args = GRPOConfig(**training_kwargs(bench.cfg, t, out, False),
-                          **sampling_kwargs(bench.cfg, t, bench.schedule.weights_at(0)),
+        setup = bench.setup(out)
+        args = GRPOConfig(**training_kwargs(setup, t, "train"), **sampling_kwargs(setup, t),
                           per_device_train_batch_size=t.batch_size, num_generations=2, num_iterations=t.ppo_epochs,
                           beta=t.kl_coef)
         return GRPOTrainer(model=bench.fresh_model(), args=args, train_dataset=bench.data.train,

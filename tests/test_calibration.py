@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ao_calib.calibration import calibration_reward, parse_epistemic_status
-from ao_calib.metrics.calibration import (brier_score, expected_calibration_error, max_calibration_error,
+from ao_calib.calibration.metrics import (brier_score, expected_calibration_error, max_calibration_error,
                                           plot_reliability_diagram, reliability_bins)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.errors import AOCalibError, DataValidationError
-from tasks.oracle import classification as cls
-from tasks.oracle.classification import (
+from ao_calib_tasks.oracle import classification as cls
+from ao_calib_tasks.oracle.classification import (
     DATASETS,
     FILE_DATASETS,
     HUB_DATASETS,

@@ -7,7 +7,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from ao_calib.config import Config, unknown_keys
+from ao_calib.config import Config, unknown_keys, validate_plugins
 from tests.conftest import CONF_DIR, run_cli
 
 GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
@@ -18,8 +18,10 @@ def options(group: str) -> list[str]:
 
 
 def composed(overrides: list[str]):
+    """The config a run sees: composed, then its plug-in groups (task, judge) typed by their classes' schemas."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    validate_plugins(cfg)
     return cfg
 
 
@@ -57,7 +59,7 @@ def test_model_configs_carry_what_steering_needs():
     for name in options("model"):
         cfg = composed([f"model={name}"])
         m = cfg.model
-        assert m.num_hidden_layers > 0 and m.hidden_size > 0 and m.decoder_layers_path
+        assert m.num_hidden_layers > 0
         assert m.lora.rank > 0 and m.lora.target_modules
         assert (m.hub_id is None) == (m.tiny is not None)
     assert composed(["model=qwen3_8b"]).model.ao_lora_id.endswith("posttrain_Qwen3-8B")
@@ -75,16 +77,46 @@ def test_wrong_type_is_rejected_with_its_name():
     assert "trainer.lr" in str(info.value) + str(info.value.__cause__)
 
 
+def test_misspelt_or_mistyped_plugin_key_is_rejected_with_its_name():
+    assert unknown_keys(composed(["+task.lamm=1"])) == ["task.lamm"]
+    assert unknown_keys(composed(["judge=litellm", "+judge.max_tokenz=3"])) == ["judge.max_tokenz"]
+    with pytest.raises(Exception) as info:
+        composed(["task=oracle", "task.calibration.lam=abc"])
+    assert "task.calibration.lam" in str(info.value) + str(info.value.__cause__)
+
+
+def test_a_plugin_without_registered_schema_is_typed_by_its_class(tmp_path):
+    """A task from another package whose YAML lists only what it sets still gets its schema's defaults and
+    checks: ``validate_plugins`` applies the class's ``config_class`` after composition."""
+    from omegaconf import OmegaConf
+
+    from ao_calib.config import validate_plugins
+
+    cfg = OmegaConf.create({"task": {"_target_": "ao_calib_tasks.oracle.task.OracleTask", "name": "oracle",
+                                     "activations": {"k": 3}}})
+    validate_plugins(cfg)
+    assert cfg.task.activations.k == 3 and cfg.task.calibration.lam == 0.5  # a schema default filled in
+    bad = OmegaConf.create({"task": {"_target_": "ao_calib_tasks.oracle.task.OracleTask", "name": "oracle",
+                                     "activations": {"kk": 3}}})
+    with pytest.raises(Exception, match=r"task.activations.kk"):
+        validate_plugins(bad)
+
+
+def test_plugin_target_that_cannot_be_imported_is_named():
+    with pytest.raises(Exception, match=r"task._target_=no_such_pkg.Task: cannot import"):
+        composed(["task._target_=no_such_pkg.Task"])
+
+
 def test_appended_unknown_key_is_found():
     cfg = composed(["+trainer.lrr=1", "+model.lora.rnak=3"])
     assert sorted(unknown_keys(cfg)) == ["model.lora.rnak", "trainer.lrr"]
 
 
 def test_cli_rejects_misspelt_and_appended_keys():
-    for bad in ("trainer.lrr=1", "+trainer.lrr=1"):
+    for bad in ("trainer.lrr=1", "+trainer.lrr=1", "+task.data.n_trian=3"):
         result = run_cli("ao_calib.run", "experiment=function_call_tiny", bad, "hydra.run.dir=/tmp/ao_calib_never")
         assert result.returncode != 0
-        assert "trainer.lrr" in result.stderr
+        assert bad.lstrip("+").split("=")[0] in result.stderr
         assert "Traceback" not in result.stderr
 
 

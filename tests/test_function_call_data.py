@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.errors import DataValidationError
-from tasks.function_call.data import load_dataset, load_rows
-from tasks.function_call.generate import (
+from ao_calib_tasks.function_call.data import load_dataset, load_rows
+from ao_calib_tasks.function_call.generate import (
     SYSTEM,
     format_call,
     generate_rows,
@@ -21,9 +21,9 @@ from tasks.function_call.generate import (
     sample_texts,
     single_call,
 )
-from tasks.function_call.parsing import parse_calls
-from tasks.function_call.rewards import tool_call_exact
-from tasks.function_call.schemas import PARAM_TYPES, SCHEMAS
+from ao_calib_tasks.function_call.parsing import parse_calls
+from ao_calib_tasks.function_call.rewards import tool_call_exact
+from ao_calib_tasks.function_call.schemas import PARAM_TYPES, SCHEMAS
 
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"prompt", "answer", "type", "ground_truth", "ground_truth_text", "possible_boxed_answers",
@@ -217,7 +217,7 @@ def test_loader_missing_and_empty_files(tmp_path):
 def test_cli_writes_both_splits(tmp_path):
     out = tmp_path / "data"
     result = subprocess.run(
-        [sys.executable, "-m", "tasks.function_call.generate", "--out", str(out), "--n", "40", "--seed", "7"],
+        [sys.executable, "-m", "ao_calib_tasks.function_call.generate", "--out", str(out), "--n", "40", "--seed", "7"],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tasks.function_call.parsing import Call, completion_text, parse_calls
-from tasks.function_call.rewards import (
+from ao_calib_tasks.function_call.parsing import Call, completion_text, parse_calls
+from ao_calib_tasks.function_call.rewards import (
     REWARD_FUNCTIONS,
     canonical_value,
     score_completion,
@@ -244,12 +244,14 @@ def test_large_inputs_are_fast(text):
 
 
 def test_calibrated_overall_uses_the_task_score_as_informativeness():
-    from tasks.function_call.rewards import make_calibrated_overall, score_completion
+    from ao_calib_tasks.function_call.rewards import make_calibrated_overall, score_completion
 
-    reward = make_calibrated_overall(lam=0.5, unparsed_margin=0.5)
+    from ao_calib.calibration import CalibrationConfig
+
+    reward = make_calibrated_overall(CalibrationConfig(lam=0.5, unparsed_margin=0.5))
     answer = "calculate_factorial(n=5)"
     right = "[epistemic status: 90] calculate_factorial(n=5)"
     wrong = "[epistemic status: 90] reverse_words(text=\"hi\")"
     untagged = "calculate_factorial(n=5)"
     assert score_completion(right, answer)["tool_call_exact"] == 1.0  # the tag is set aside before parsing
-    assert reward([right, wrong, untagged], answer) == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, -1.0])
+    assert reward(completions=[right, wrong, untagged], answer=answer) == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, -1.0])

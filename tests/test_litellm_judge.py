@@ -16,7 +16,9 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.config import DEFAULT_JUDGE_PROMPT, LiteLLMJudgeConfig
+from ao_calib.judges import JudgeContext
+from ao_calib.judges.config import LiteLLMJudgeConfig
+from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 from ao_calib.errors import AOCalibError
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.cache import JudgmentCache, judgment_key
@@ -45,7 +47,7 @@ def make_judge(server, cache_dir=None, **kw) -> LiteLLMJudge:
     opts = dict(model=MODEL, prompt=DEFAULT_JUDGE_PROMPT, api_base=server.api_base, max_concurrency=8,
                 timeout_s=2.0, max_retries=2, backoff_s=0.01, cache_dir=cache_dir)
     opts.update(kw)
-    return LiteLLMJudge(**opts)
+    return LiteLLMJudge(LiteLLMJudgeConfig(**opts))
 
 
 def item(answer: str, question: str = "Is the text about cats?", prompt: str = "The cat sat on the mat.") -> JudgeItem:
@@ -287,7 +289,7 @@ def test_unpriced_self_hosted_models_are_registered_as_free(server):
     model = "openai/judge-test-unpriced"
     with pytest.raises(Exception):
         litellm.get_model_info(model)
-    LiteLLMJudge(model="openai/judge-test-no-base", prompt=DEFAULT_JUDGE_PROMPT)  # no api_base: left alone
+    LiteLLMJudge(LiteLLMJudgeConfig(model="openai/judge-test-no-base", prompt=DEFAULT_JUDGE_PROMPT, cache_dir=None))  # no api_base: left alone
     with pytest.raises(Exception):
         litellm.get_model_info("openai/judge-test-no-base")
     judge = make_judge(server, model=model)
@@ -324,7 +326,7 @@ def test_api_key_comes_from_env_and_never_shows(server, monkeypatch, caplog, cap
     assert not any(SECRET in s for s in shown)
 
 
-def test_works_from_asyncio_run_a_foreign_loop_thread_and_sync(server):
+def test_works_from_asyncio_run_and_a_foreign_loop_thread(server):
     judge = make_judge(server)
     for i in range(3):  # a fresh loop each time
         assert run(judge, [item("yes", question=f"run {i}")]) == [0.9]
@@ -348,20 +350,15 @@ def test_works_from_asyncio_run_a_foreign_loop_thread_and_sync(server):
         thread.join(5)
         loop.close()
 
-    async def inside_a_running_loop():
-        return judge.score_sync([item("yes", question="sync")])
-
-    assert asyncio.run(inside_a_running_loop()) == [0.9]
-    assert judge.score_sync([item("no", question="sync 2")]) == [0.1]
-    assert server.stats.total == 7
+    assert server.stats.total == 5
 
 
 def test_from_config(server, tmp_path):
-    cfg = OmegaConf.structured(LiteLLMJudgeConfig(model=MODEL, api_base=server.api_base, max_concurrency=4,
-                                                  timeout_s=5.0, max_retries=1, backoff_s=0.01,
+    cfg = OmegaConf.structured(LiteLLMJudgeConfig(name="litellm", model=MODEL, api_base=server.api_base,
+                                                  max_concurrency=4, timeout_s=5.0, max_retries=1, backoff_s=0.01,
                                                   cache_dir=str(tmp_path / "judge")))
-    judge = LiteLLMJudge.from_config(cfg)
-    assert judge.name == "litellm" and judge.max_concurrency == 4 and judge.prompt == DEFAULT_JUDGE_PROMPT
+    judge = LiteLLMJudge.from_config(cfg, JudgeContext(default_prompt=DEFAULT_JUDGE_PROMPT))
+    assert judge.max_concurrency == 4 and judge.prompt == DEFAULT_JUDGE_PROMPT  # prompt null: the task's
     assert judge.cache is not None and judge.cache.directory == tmp_path / "judge"
     assert run(judge, [item("yes")]) == [0.9]
     assert "litellm" in repr(judge) or "LiteLLMJudge" in repr(judge)
@@ -369,9 +366,9 @@ def test_from_config(server, tmp_path):
 
 def test_bad_settings_are_rejected():
     with pytest.raises(AOCalibError):
-        LiteLLMJudge(model=MODEL, prompt="Grade {answr}")
+        LiteLLMJudge(LiteLLMJudgeConfig(model=MODEL, prompt="Grade {answr}", cache_dir=None))
     with pytest.raises(AOCalibError):
-        LiteLLMJudge(model=MODEL, prompt=DEFAULT_JUDGE_PROMPT, max_concurrency=0)
+        LiteLLMJudge(LiteLLMJudgeConfig(model=MODEL, prompt=DEFAULT_JUDGE_PROMPT, max_concurrency=0, cache_dir=None))
 
 
 def test_importing_the_judges_loads_neither_litellm_nor_torch():

@@ -1,4 +1,4 @@
-"""tasks.oracle.make_questions through real litellm and real HTTP against the local test server (tests/judge_server.py).
+"""ao_calib_tasks.oracle.make_questions through real litellm and real HTTP against the local test server (tests/judge_server.py).
 
 Nothing is mocked: every request goes litellm -> aiohttp -> 127.0.0.1 -> the test server, whose ``rule`` writes a
 JSON list of questions derived from the prompt, sometimes wrapped in prose or code fences. Only the parsing and the
@@ -13,8 +13,8 @@ import re
 import pytest
 
 from ao_calib.judges.litellm_judge import PLACEHOLDER_API_KEY
-from tasks.oracle.data import load_wildchat
-from tasks.oracle.make_questions import (QuestionCache, QuestionWriter, main, make_questions, parse_questions,
+from ao_calib_tasks.oracle.data import load_wildchat
+from ao_calib_tasks.oracle.make_questions import (QuestionCache, QuestionWriter, main, make_questions, parse_questions,
                                          question_key, read_prompts)
 from tests.conftest import run_cli
 from tests.judge_server import Behaviour, JudgeServer
@@ -258,7 +258,7 @@ def test_cli_txt_input_rerun_and_errors(server, tmp_path, capsys):
     args = ["--prompts", str(prompts), "--out", str(out), "--n-questions", "6", "--model", MODEL,
             "--api-base", server.api_base, "--max-concurrency", "4", "--timeout-s", "5", "--max-retries", "1",
             "--backoff-s", "0.01", "--cache-dir", str(cache)]
-    proc = run_cli("tasks.oracle.make_questions", *args, timeout=60, env={"OPENAI_API_KEY": SECRET})
+    proc = run_cli("ao_calib_tasks.oracle.make_questions", *args, timeout=60, env={"OPENAI_API_KEY": SECRET})
     assert proc.returncode == 0, proc.stderr
     assert "prompts: 3 (3 distinct), done: 2, cached: 0, failed: 1" in proc.stdout
     assert "calls: 4" in proc.stdout and "tokens:" in proc.stdout and "cost: $0.0000" in proc.stdout
@@ -280,6 +280,6 @@ def test_cli_txt_input_rerun_and_errors(server, tmp_path, capsys):
 
     prompts.write_text("Only UNPARSEABLE here\n")
     assert main([*args[:2], "--out", str(tmp_path / "bad.jsonl"), *args[4:], "--max-retries", "0"]) == 1
-    missing = run_cli("tasks.oracle.make_questions", "--prompts", str(tmp_path / "nope.txt"), "--out",
+    missing = run_cli("ao_calib_tasks.oracle.make_questions", "--prompts", str(tmp_path / "nope.txt"), "--out",
                       str(out), timeout=60)
     assert missing.returncode == 2 and "prompts file not found" in missing.stderr

@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from hydra import compose, initialize_config_dir
+from ao_calib.config import compose_run_config
 
 from ao_calib import models
 from ao_calib.errors import ResourceUnavailableError
-from tests.conftest import CONF_DIR
 
 
 def model_cfg(*overrides):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=["task=function_call", *overrides])
+    return compose_run_config(["task=function_call", *overrides])
 
 
 @pytest.mark.parametrize("name,cls", [("tiny_qwen3", "Qwen3ForCausalLM"),

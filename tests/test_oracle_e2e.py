@@ -24,9 +24,9 @@ def test_oracle_pipeline_run_directory(tmp_path):
     assert {r["stage"] for r in rows} == {"warmup", "train"}
     grpo = [r for r in rows if r["stage"] == "train" and "reward" in r]
     assert len(grpo) == 2
-    for key in ("rewards/calibration/mean", "oracle/brier", "oracle/informativeness", "oracle/confidence_mean",
-                "oracle/confidence_std", "oracle/advantage_std", "oracle/answer_length",
-                "oracle/parse_failure_rate", "kl"):
+    for key in ("rewards/calibration/mean", "calibration/brier", "calibration/informativeness",
+                "calibration/confidence_mean", "calibration/confidence_std", "advantage_std",
+                "calibration/answer_length", "calibration/parse_failure_rate", "kl"):
         assert key in grpo[-1], key
     for tag in ("warmup", "final"):
         report = json.loads((out / ("eval.json" if tag == "final" else f"eval_{tag}.json")).read_text())
@@ -59,20 +59,18 @@ def test_unknown_judge_for_oracle_is_a_clear_error(tmp_path):
 def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
     """model.ao_lora_id takes a hub id or a local path; here the adapter a previous run saved."""
     import torch
-    from hydra import compose, initialize_config_dir
+    from ao_calib.config import compose_run_config
     from safetensors.torch import load_file
 
     from ao_calib import models
-    from ao_calib.task_api import get_task
-    from tests.conftest import CONF_DIR
+    from ao_calib.task_api import build_task
 
     first = tmp_path / "first"
     assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer.max_steps=1", "warmup.max_steps=2",
                       "warmup.lr=1e-2", "eval.enabled=false", f"hydra.run.dir={first}"))
     adapter = first / "adapter"
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["experiment=oracle_tiny", f"model.ao_lora_id={adapter}"])
-    assert get_task(cfg).pretrained_adapter() == str(adapter)
+    cfg = compose_run_config(["experiment=oracle_tiny", f"model.ao_lora_id={adapter}"])
+    assert build_task(cfg).pretrained_adapter() == str(adapter)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, str(adapter))
     saved = load_file(adapter / "adapter_model.safetensors")
@@ -120,7 +118,7 @@ def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tm
                       "eval.enabled=false", f"hydra.run.dir={out}"))
     grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
     # The tiny random base model writes no score, so every judgment is masked rather than scored 0.
-    assert grpo and all(r["oracle/masked_fraction"] == 1.0 for r in grpo)
+    assert grpo and all(r["calibration/masked_fraction"] == 1.0 for r in grpo)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["judge/calls"] == summary["judge"]["judge/failures"] > 0
 

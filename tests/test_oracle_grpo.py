@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import trl.trainer.grpo_trainer as grpo_module
-from hydra import compose, initialize_config_dir
-
 from ao_calib import models
+from ao_calib.config import compose_run_config
 from ao_calib.rewards import build_reward_schedule
+from ao_calib.run_dir import RunDir
 from ao_calib.steering import SteeringError
-from ao_calib.task_api import get_task
-from ao_calib.trainers import build_trainer
-from tests.conftest import CONF_DIR
+from ao_calib.task_api import build_task
+from ao_calib.trainers import TrainerSetup, build_trainer
 
 # Varying K per row (a random window) makes any row/vector mix-up land on non-placeholder tokens.
 OVERRIDES = ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
@@ -29,17 +28,16 @@ PPO_OVERRIDES = ["task=oracle", "model=tiny_qwen3", "trainer=ppo", "judge=label"
 
 
 def build(tmp_path, overrides=(), base=OVERRIDES):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[*base, *overrides])
-    task = get_task(cfg)
+    cfg = compose_run_config([*base, *overrides])
+    task = build_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
     model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
     data = task.build_data(tokenizer, model)
     reward_fns = task.reward_functions()
     schedule = build_reward_schedule(cfg.reward, reward_fns)
-    trainer = build_trainer(cfg, cfg.trainer, model, tokenizer, data, schedule, reward_fns, tmp_path,
-                            steering=task.steering())
+    setup = TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, task.steering())
+    trainer = build_trainer(setup, cfg.trainer)
     return trainer, task.steering()
 
 
@@ -54,8 +52,8 @@ def test_every_pass_injects_at_placeholders_through_shuffles_and_splits(tmp_path
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (2, 12, 16)
     assert stats["checked_rows"] == 2 * 8 + 12 * 2 + 16 * 2  # every row of every pass was checked
     rows = {r for r in trainer.metrics_file.last}
-    assert {"oracle/brier", "oracle/confidence_std", "oracle/advantage_std", "oracle/parse_failure_rate",
-            "oracle/informativeness", "oracle/answer_length", "kl"} <= rows
+    assert {"calibration/brier", "calibration/confidence_std", "advantage_std", "calibration/parse_failure_rate",
+            "calibration/informativeness", "calibration/answer_length", "kl"} <= rows
 
 
 def test_ppo_injects_at_placeholders_in_every_pass_too(tmp_path):
@@ -67,7 +65,7 @@ def test_ppo_injects_at_placeholders_in_every_pass_too(tmp_path):
     # scored by TRL's old-policy and reference passes in chunks of 2 rows, and once whole for the critic's values.
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 4, 5)
     assert stats["checked_rows"] == 4 + 4 * 2 + 4 * 2 + 4
-    assert {"ppo/value_loss", "ppo/explained_variance", "oracle/brier"} <= trainer.metrics_file.last.keys()
+    assert {"ppo/value_loss", "ppo/explained_variance", "calibration/brier"} <= trainer.metrics_file.last.keys()
 
 
 def test_the_check_catches_rows_separated_from_their_activations(tmp_path, monkeypatch):

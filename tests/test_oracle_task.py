@@ -11,10 +11,11 @@ import pytest
 from ao_calib.errors import DataValidationError
 from ao_calib.judges import JudgeItem, LabelJudge
 from ao_calib.judges.label import yes_no
-from ao_calib.oracle_prompt import find_placeholder_positions, oracle_user_text
-from tasks.oracle.data import load_labelled_rows
-from tasks.oracle.rewards import make_calibration_reward
-from tasks.oracle.synthetic import generate_splits
+from ao_calib_tasks.oracle.prompt import find_placeholder_positions, oracle_user_text
+from ao_calib_tasks.oracle.data import load_labelled_rows
+from ao_calib.calibration import CalibrationConfig
+from ao_calib_tasks.oracle.rewards import make_oracle_reward
+from ao_calib_tasks.oracle.generate import generate_splits
 
 
 def test_synthetic_splits_are_disjoint_balanced_and_deterministic():
@@ -57,7 +58,7 @@ def test_label_judge_scores_right_wrong_and_masks_unlabelled():
 
 def test_calibration_reward_function_scores_and_logs():
     logged: dict[str, list] = {}
-    reward = make_calibration_reward(LabelJudge(), lam=0.5, unparsed_margin=None)  # the seed's rule
+    reward = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5, unparsed_margin=None))  # the design notes' rule
     completions = [[{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
                    [{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
                    [{"role": "assistant", "content": "unsure, no tag"}]]
@@ -65,13 +66,13 @@ def test_calibration_reward_function_scores_and_logs():
                              question=["q"] * 3, source_prompt=["p"] * 3,
                              log_metric=lambda k, v: logged.setdefault(k, []).append(v)))
     assert out == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, 0 - 0.5 * 0.5**2])
-    assert logged["oracle/parse_failure_rate"] == [pytest.approx(1 / 3)]
-    assert logged["oracle/informativeness"] == [pytest.approx(1 / 3)]
-    assert logged["oracle/confidence_mean"] == [pytest.approx((0.9 + 0.9 + 0.5) / 3)]
-    assert logged["oracle/brier"] == [pytest.approx((0.01 + 0.81 + 0.25) / 3)]
+    assert logged["calibration/parse_failure_rate"] == [pytest.approx(1 / 3)]
+    assert logged["calibration/informativeness"] == [pytest.approx(1 / 3)]
+    assert logged["calibration/confidence_mean"] == [pytest.approx((0.9 + 0.9 + 0.5) / 3)]
+    assert logged["calibration/brier"] == [pytest.approx((0.01 + 0.81 + 0.25) / 3)]
     # The default scores an untagged completion below every tagged one (here -0.5 - 0.5), so dropping the tag
     # never pays better than a confidently wrong answer (-0.405).
-    strict = make_calibration_reward(LabelJudge(), lam=0.5)
+    strict = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5))
     out = asyncio.run(strict(prompts=None, completions=completions, answer=["Yes", "No", "No"], question=["q"] * 3,
                              source_prompt=["p"] * 3))
     assert out == pytest.approx([0.995, -0.405, -1.0])
@@ -93,7 +94,7 @@ def test_labelled_loader_names_row_and_field(tmp_path):
 
 
 def test_wildchat_loader_flattens_keeps_extras_and_reports_bad_rows(tmp_path, caplog):
-    from tasks.oracle.data import load_wildchat
+    from ao_calib_tasks.oracle.data import load_wildchat
 
     records = [
         {"wildchat_question": "Help me fix my Python code", "language": "english", "oracle_questions": [

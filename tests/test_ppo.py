@@ -9,13 +9,14 @@ import random
 import pytest
 import torch
 from datasets import Dataset
-from hydra import compose, initialize_config_dir
-
 from ao_calib import models
+from ao_calib.config import compose_run_config
 from ao_calib.errors import AOCalibError
+from ao_calib.rewards import RewardPhase, RewardSchedule
+from ao_calib.run_dir import RunDir
+from ao_calib.trainers import TrainerSetup
 from ao_calib.trainers.ppo import (VALUE_HEAD_FILE, PPOConfig, PPOTrainer, build_ppo_config, explained_variance, gae,
                                    masked_whiten)
-from tests.conftest import CONF_DIR
 
 WORDS = ("river stone lamp cloud violin garden engine pepper window candle forest copper ticket harbor "
          "marble thunder yellow quiet rapid gentle orange silver winter summer market planet").split()
@@ -62,21 +63,25 @@ def test_whitening_and_explained_variance():
 
 
 def compose_ppo(tmp_path, *overrides):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=["task=tool_json", "model=tiny_qwen3", "trainer=ppo", "reward=tool_json",
-                                            *overrides])
+    return compose_run_config(["task=tool_json", "model=tiny_qwen3", "trainer=ppo", "reward=tool_json", *overrides])
+
+
+def ppo_args(cfg, out, weights):
+    """PPOConfig for ``cfg.trainer``, writing checkpoints under ``out/checkpoints``, with these reward weights."""
+    schedule = RewardSchedule(tuple(f"r{i}" for i in range(len(weights))), (RewardPhase(None, tuple(weights)),))
+    return build_ppo_config(TrainerSetup(cfg, None, None, None, RunDir(out), schedule), cfg.trainer)
 
 
 def test_config_samples_once_per_prompt_and_maps_epochs_and_minibatches(tmp_path):
     cfg = compose_ppo(tmp_path, "trainer.batch_size=8", "trainer.num_mini_batches=2", "trainer.micro_batch_size=2",
                       "trainer.ppo_epochs=3", "trainer.kl_coef=0.02")
-    args = build_ppo_config(cfg, cfg.trainer, tmp_path, (1.0, 1.0, 1.0, 1.0))
+    args = ppo_args(cfg, tmp_path, (1.0, 1.0, 1.0, 1.0))
     assert args.num_generations == 1 and args.generation_batch_size == 8
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.steps_per_generation) == (2, 2, 4)
     assert args.num_iterations == 3 and args.beta == 0.02
     with pytest.raises(AOCalibError, match="num_mini_batches"):
         bad = compose_ppo(tmp_path, "trainer.batch_size=6", "trainer.num_mini_batches=4")
-        build_ppo_config(bad, bad.trainer, tmp_path, (1.0,))
+        ppo_args(bad, tmp_path, (1.0,))
     with pytest.raises(ValueError, match="at least 2 rollouts"):
         PPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=1, gradient_accumulation_steps=1,
                   use_cpu=True, report_to="none")
@@ -133,7 +138,7 @@ def test_ppo_learns_to_prefer_one_token_and_its_value_loss_falls(tmp_path):
 
     before = first_token_probability(model, tokenizer, held_out, target)
     trainer = PPOTrainer(model=model, reward_funcs=[prefer_target], processing_class=tokenizer,
-                         args=build_ppo_config(cfg, cfg.trainer, tmp_path, (1.0,)),
+                         args=ppo_args(cfg, tmp_path, (1.0,)),
                          train_dataset=Dataset.from_list([{"prompt": p} for p in train]))
     trainer.train()
     after = first_token_probability(model, tokenizer, held_out, target)
@@ -159,18 +164,18 @@ def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
 
     def make_trainer(policy, out):
         return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer,
-                          args=build_ppo_config(cfg, cfg.trainer, out, (1.0,)), train_dataset=dataset)
+                          args=ppo_args(cfg, out, (1.0,)), train_dataset=dataset)
 
     trainer = make_trainer(model, tmp_path / "a")
     trainer.train()
-    saved = tmp_path / "a" / "checkpoint-2" / VALUE_HEAD_FILE
+    saved = tmp_path / "a" / "checkpoints" / "checkpoint-2" / VALUE_HEAD_FILE
     assert saved.is_file()
     trained_bias = trainer.value_head.bias.item()
     assert trained_bias != 0.0  # the critic moved from its zero start
 
     fresh, _ = tiny_policy(cfg)
     resumed = make_trainer(fresh, tmp_path / "b")
-    resumed._load_from_checkpoint(str(tmp_path / "a" / "checkpoint-2"))
+    resumed._load_from_checkpoint(str(saved.parent))
     assert resumed.value_head.bias.item() == pytest.approx(trained_bias)
 
 
@@ -183,7 +188,7 @@ def test_reference_is_a_frozen_copy_of_the_starting_adapter(tmp_path):
                 param.normal_(std=0.05)
     starting = {n: p.detach().clone() for n, p in model.named_parameters() if ".default." in n}
     trainer = PPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [1.0] * len(completions)],
-                         processing_class=tokenizer, args=build_ppo_config(cfg, cfg.trainer, tmp_path, (1.0,)),
+                         processing_class=tokenizer, args=ppo_args(cfg, tmp_path, (1.0,)),
                          train_dataset=Dataset.from_list([{"prompt": p} for p in prompts(4, seed=4)]))
     trainer.train()
     params = dict(model.named_parameters())

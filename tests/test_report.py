@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ao_calib.plot import group_keys, plot_run
-from ao_calib.report import build_report, main, write_report
+from ao_calib.reporting.plot import group_keys, plot_run
+from ao_calib.reporting.report import build_report, main, write_report
 from ao_calib.run_dir import RunDirError, find_run_dirs, load_run, read_metrics, read_overrides
 
 REPO = Path(__file__).resolve().parents[1]

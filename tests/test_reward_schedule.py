@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from ao_calib.config import RewardConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import build_reward_schedule
-from tasks.function_call.rewards import REWARD_FUNCTIONS
+from ao_calib_tasks.function_call.rewards import REWARD_FUNCTIONS
 
 
 def reward_cfg(**fields):

@@ -15,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ao_calib import tiny_models
-from ao_calib.tiny_corpus import corpus_texts
-from ao_calib.layout import DECODER_LAYERS_PATH, get_decoder_layers
-from ao_calib.tiny_models import TinyModelSpec, ensure_tiny_model, tiny_model_key
+from ao_calib.tiny import models as tiny_models
+from ao_calib.tiny.corpus import corpus_texts
+from ao_calib.steering.layout import DECODER_LAYERS_PATH, get_decoder_layers
+from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model, tiny_model_key
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from ao_calib.errors import DataValidationError
-from tasks.tool_json.create_dataset import SOURCE, generate_rows, generate_splits, output_paths
-from tasks.tool_json.data import load_rows
-from tasks.tool_json.prompts import SYSTEM_PROMPT, expected_output, messages
-from tasks.tool_json.rewards import score_completion
-from tasks.tool_json.safe_eval import parse_expression, safe_eval
-from tasks.tool_json.schema import FIELDS
-from tasks.tool_json.templates import AUTHORS, CAPITALS, format_number
+from ao_calib_tasks.tool_json.generate import SOURCE, generate_rows, generate_splits, output_paths
+from ao_calib_tasks.tool_json.data import load_rows
+from ao_calib_tasks.tool_json.prompts import SYSTEM_PROMPT, expected_output, messages
+from ao_calib_tasks.tool_json.rewards import score_completion
+from ao_calib_tasks.tool_json.safe_eval import parse_expression, safe_eval
+from ao_calib_tasks.tool_json.schema import FIELDS
+from ao_calib_tasks.tool_json.templates import AUTHORS, CAPITALS, format_number
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -200,7 +200,7 @@ def test_output_paths():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tasks.tool_json.create_dataset", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "ao_calib_tasks.tool_json.generate", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from ao_calib.config import compose_run_config
 
 from ao_calib import models
 from ao_calib.errors import AOCalibError
-from tests.conftest import CONF_DIR, run_cli
+from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
 from tests.test_oracle_grpo import build as build_trainer_from_config
 
@@ -59,8 +59,7 @@ def test_ppo_starts_from_the_sft_run(sft_run, tmp_path):
 
 
 def test_init_from_refuses_another_model(sft_run):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["task=tool_json", "model=tiny_gemma3", "trainer=ppo"])
+    cfg = compose_run_config(["task=tool_json", "model=tiny_gemma3", "trainer=ppo"])
     with pytest.raises(AOCalibError, match="trained with model.name=tiny_qwen3"):
         models.resolve_init_adapter(str(sft_run), cfg.model)
     with pytest.raises(AOCalibError, match="no adapter there"):

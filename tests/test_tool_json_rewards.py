@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.tool_json.parsing import parse_output
-from tasks.tool_json.rewards import (
+from ao_calib_tasks.tool_json.parsing import parse_output
+from ao_calib_tasks.tool_json.rewards import (
     REWARD_FUNCTIONS,
     args_reward,
     format_reward,
@@ -23,7 +23,7 @@ from tasks.tool_json.rewards import (
     score_completion,
     tool_reward,
 )
-from tasks.tool_json.safe_eval import MAX_EXPRESSION_CHARS, safe_eval
+from ao_calib_tasks.tool_json.safe_eval import MAX_EXPRESSION_CHARS, safe_eval
 
 CALC = {"category": "calculator", "tool": "calculator", "tool_args": {"expression": "2*(3+4)"},
         "expected_answer": "14"}

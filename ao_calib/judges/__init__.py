@@ -1,32 +1,22 @@
-"""Judges score how informative an oracle's answer is, in [0, 1]; ``None`` means "no judgment" (masked)."""
+"""Judges score how informative an answer is, in [0, 1]; ``None`` means "no judgment" (masked). Built from
+``cfg.judge`` by the class its ``_target_`` names: ``label``, ``litellm`` and ``local`` ship here, and a judge
+from any other package plugs in the same way."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
+from ao_calib.config import plugin_class
 from ao_calib.errors import AOCalibError
-from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem
 from ao_calib.judges.label import LabelJudge
 
-__all__ = ["Judge", "JudgeItem", "LabelJudge", "build_judge"]
+__all__ = ["Judge", "JudgeContext", "JudgeItem", "LabelJudge", "build_judge"]
 
 
-def build_judge(cfg: DictConfig, model=None, tokenizer=None) -> Judge:
-    """The configured judge; judge=local grades with ``model`` (adapter disabled) and ``tokenizer``."""
-    name = cfg.judge.name
-    if name == "label":
-        return LabelJudge()
-    if name == "litellm":
-        from ao_calib.judges.litellm_judge import LiteLLMJudge
-
-        return LiteLLMJudge.from_config(cfg.judge)
-    if name == "local":
-        from omegaconf import OmegaConf
-
-        from ao_calib.judges.local import LocalJudge
-
-        if model is None:
-            raise AOCalibError("judge=local needs the model: build the task's data before its rewards")
-        return LocalJudge(model, tokenizer, cfg.judge.prompt, cfg.judge.max_new_tokens, cfg.judge.batch_size,
-                          OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True))
-    raise AOCalibError(f"judge={name} cannot score oracle answers; use judge=label")
+def build_judge(judge_cfg, context: JudgeContext | None = None) -> Judge | None:
+    """The judge ``judge_cfg._target_`` names (None for ``judge=none``)."""
+    cls = plugin_class("judge", judge_cfg.get("_target_"))
+    if cls is None:
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, Judge)):
+        raise AOCalibError(f"judge._target_={judge_cfg._target_} is not a subclass of ao_calib.judges.Judge")
+    return cls.from_config(judge_cfg, context or JudgeContext())

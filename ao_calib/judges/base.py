@@ -1,10 +1,17 @@
-"""The judge interface: async and batched, one call per training step."""
+"""The judge interface: async and batched, one call per training step.
+
+A judge is a plug-in: its config file (``conf/judge/<name>.yaml``, here or in any package on Hydra's search path)
+names the class by ``_target_``, and the class names its schema by ``config_class``.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ao_calib.config import PluginConfig
 
 
 @dataclass(frozen=True)
@@ -25,11 +32,36 @@ class JudgeStats:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class JudgeContext:
+    """What a run offers a judge besides its own config: the base model and tokenizer (for judges that grade
+    with it), the chat-template settings, and the task's grading prompt."""
+
+    model: Any = None
+    tokenizer: Any = None
+    chat_template_kwargs: dict = field(default_factory=dict)
+    default_prompt: str | None = None
+
+
+def to_settings(cfg) -> Any:
+    """A judge's validated config node as its schema dataclass (interpolations resolved)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(cfg) if OmegaConf.is_config(cfg) else cfg
+
+
 class Judge(ABC):
-    name: str
+    #: the schema of ``cfg.judge`` for this judge; every default of its settings is stated there
+    config_class: ClassVar[type] = PluginConfig
 
     def __init__(self):
         self.stats = JudgeStats()
+
+    @classmethod
+    def from_config(cls, cfg, context: JudgeContext) -> Judge:
+        """The judge for ``cfg`` (``cfg.judge``, typed by ``config_class``). A judge without settings needs no
+        override; one that has them reads them here."""
+        return cls()
 
     def pop_step_stats(self) -> dict[str, float]:
         """Counters since the last call, logged once per training step (``judge/...``)."""

@@ -19,8 +19,6 @@ def yes_no(text: str) -> str | None:
 
 
 class LabelJudge(Judge):
-    name = "label"
-
     async def score(self, items: Sequence[JudgeItem]) -> list[float | None]:
         scores: list[float | None] = []
         for item in items:

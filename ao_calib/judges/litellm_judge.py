@@ -26,12 +26,12 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Any
+
 
 from ao_calib.errors import AOCalibError
-from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, to_settings
+from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.cache import JudgmentCache, judgment_key
 
 log = logging.getLogger(__name__)
@@ -236,33 +236,36 @@ class CostMeter:
 class LiteLLMJudge(Judge):
     """Scores items with an LLM through ``litellm.acompletion``; see the module docstring."""
 
-    name = "litellm"
+    config_class = LiteLLMJudgeConfig
 
-    def __init__(self, model: str, prompt: str, api_base: str | None = None, temperature: float = 0.0,
-                 max_tokens: int = 256, max_concurrency: int = 16, timeout_s: float = 30.0, max_retries: int = 3,
-                 backoff_s: float = 1.0, cache_dir: str | os.PathLike | None = None, jitter: float = 0.1):
+    def __init__(self, settings: LiteLLMJudgeConfig, default_prompt: str | None = None):
+        """``settings.prompt`` or, when it is null, ``default_prompt`` (the task's grading prompt)."""
         super().__init__()
-        if not model:
+        prompt = settings.prompt or default_prompt
+        if not settings.model:
             raise AOCalibError("judge.model must name a litellm model, e.g. openai/gpt-4o-mini")
-        if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0 or backoff_s < 0:
+        if not prompt:
+            raise AOCalibError("judge.prompt is null and the task has no grading prompt: set judge.prompt")
+        if settings.max_concurrency < 1 or settings.max_retries < 0 or settings.timeout_s <= 0 or settings.backoff_s < 0:
             raise AOCalibError("judge: max_concurrency >= 1, max_retries >= 0, timeout_s > 0 and backoff_s >= 0 "
-                               f"are required (got {max_concurrency}, {max_retries}, {timeout_s}, {backoff_s})")
+                               f"are required (got {settings.max_concurrency}, {settings.max_retries}, "
+                               f"{settings.timeout_s}, {settings.backoff_s})")
         try:
             prompt.format(prompt="", question="", answer="", label="")
         except (KeyError, IndexError, ValueError) as e:
             raise AOCalibError(f"judge.prompt is not a valid format string with {{prompt}}, {{question}} and "
                                f"{{answer}}: {e!r}") from None
-        self.model = model
+        self.model = settings.model
         self.prompt = prompt
-        self.api_base = api_base or None
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
-        self.max_concurrency = int(max_concurrency)
-        self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
-        self.backoff_s = float(backoff_s)
-        self.jitter = float(jitter)
-        self.cache = JudgmentCache(cache_dir) if cache_dir else None
+        self.api_base = settings.api_base or None
+        self.temperature = float(settings.temperature)
+        self.max_tokens = int(settings.max_tokens)
+        self.max_concurrency = int(settings.max_concurrency)
+        self.timeout_s = float(settings.timeout_s)
+        self.max_retries = int(settings.max_retries)
+        self.backoff_s = float(settings.backoff_s)
+        self.jitter = float(settings.jitter)
+        self.cache = JudgmentCache(settings.cache_dir) if settings.cache_dir else None
         self._litellm = _import_litellm()
         self._lock = threading.Lock()
         self._step = _Counters()
@@ -272,19 +275,8 @@ class LiteLLMJudge(Judge):
         self._rng = random.Random()
 
     @classmethod
-    def from_config(cls, cfg: Any) -> LiteLLMJudge:
-        """From ``cfg.judge`` (a ``LiteLLMJudgeConfig`` or anything with the same attributes)."""
-        from ao_calib.config import DEFAULT_JUDGE_PROMPT
-
-        def get(name, default):
-            value = getattr(cfg, name, default)
-            return default if value is None and default is not None else value
-
-        return cls(model=get("model", "openai/gpt-4o-mini"), prompt=get("prompt", DEFAULT_JUDGE_PROMPT),
-                   api_base=get("api_base", None), temperature=get("temperature", 0.0),
-                   max_tokens=get("max_tokens", 256), max_concurrency=get("max_concurrency", 16),
-                   timeout_s=get("timeout_s", 30.0), max_retries=get("max_retries", 3),
-                   backoff_s=get("backoff_s", 1.0), cache_dir=get("cache_dir", None))
+    def from_config(cls, cfg, context: JudgeContext) -> LiteLLMJudge:
+        return cls(to_settings(cfg), context.default_prompt)
 
     def __repr__(self) -> str:
         return (f"LiteLLMJudge(model={self.model!r}, api_base={self.api_base!r}, "
@@ -367,15 +359,6 @@ class LiteLLMJudge(Judge):
             log.warning("judge %s: %d of %d judgments failed and are masked (%s)", self.model, failed, len(todo),
                         "; ".join(f"{n}x {r}" for r, n in reasons.most_common()))
         return out
-
-    def score_sync(self, items: Sequence[JudgeItem]) -> list[float | None]:
-        """``score`` for synchronous callers; inside a running event loop it runs on a private thread's loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.score(items))
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="litellm-judge") as pool:
-            return pool.submit(asyncio.run, self.score(items)).result()
 
     def _semaphore(self) -> asyncio.Semaphore:
         """One semaphore per event loop: concurrent ``score`` calls on one loop share the bound."""

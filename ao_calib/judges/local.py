@@ -7,19 +7,29 @@ from collections.abc import Sequence
 
 import torch
 
-from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.errors import AOCalibError
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, to_settings
+from ao_calib.judges.config import LocalJudgeConfig
 from ao_calib.judges.litellm_judge import parse_score
 
 
 class LocalJudge(Judge):
-    name = "local"
+    config_class = LocalJudgeConfig
 
-    def __init__(self, model, tokenizer, prompt: str, max_new_tokens: int = 64, batch_size: int = 8,
-                 chat_template_kwargs: dict | None = None):
+    def __init__(self, settings: LocalJudgeConfig, context: JudgeContext):
         super().__init__()
-        self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
-        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
-        self.chat_template_kwargs = chat_template_kwargs or {}
+        if context.model is None:
+            raise AOCalibError("judge=local needs the model: build the task's data before its rewards")
+        self.prompt = settings.prompt or context.default_prompt
+        if not self.prompt:
+            raise AOCalibError("judge.prompt is null and the task has no grading prompt: set judge.prompt")
+        self.model, self.tokenizer = context.model, context.tokenizer
+        self.max_new_tokens, self.batch_size = settings.max_new_tokens, settings.batch_size
+        self.chat_template_kwargs = context.chat_template_kwargs
+
+    @classmethod
+    def from_config(cls, cfg, context: JudgeContext) -> LocalJudge:
+        return cls(to_settings(cfg), context)
 
     async def score(self, items: Sequence[JudgeItem]) -> list[float | None]:
         # Generation runs on the caller's thread: TRL awaits rewards on its own loop, and the model is idle then.

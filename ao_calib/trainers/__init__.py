@@ -1,54 +1,63 @@
-"""Trainer construction by stage config name; every trainer takes any task."""
+"""Trainers, one module each (``grpo``, ``rloo``, ``ppo``, ``sft``), built from a stage config by the function its
+``_target_`` names. Each builder has the ``TrainerBuilder`` signature; steering (``steering``), the shared
+TrainingArguments and completion samples (``common``), callbacks and alerts are composed in, never imported
+from one trainer into another."""
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from typing import Protocol
 
 from omegaconf import DictConfig
 
-from ao_calib.callbacks import MetricsFileCallback, RewardProgressCallback, RewardScheduleCallback
 from ao_calib.errors import AOCalibError
+from ao_calib.run_dir import RunDir
+from ao_calib.trainers.common import TrainerSetup
 
 log = logging.getLogger(__name__)
 
+__all__ = ["TrainerBuilder", "TrainerSetup", "build_trainer", "latest_checkpoint"]
 
-def build_trainer(cfg: DictConfig, stage: DictConfig, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *,
-                  steering=None, report_to_wandb: bool = False, stage_name: str = "train", extra_callbacks=()):
-    """A TRL trainer for one stage (``cfg.trainer`` or ``cfg.warmup``), writing into ``run_dir``."""
+
+class TrainerBuilder(Protocol):
+    def __call__(self, setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list):
+        """A transformers ``Trainer`` for one stage (``cfg.trainer`` or ``cfg.warmup``) writing into
+        ``setup.run_dir.stage_dir(stage_name)``."""
+
+
+def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train", extra_callbacks=()):
+    """The stage's trainer, with the metrics file, progress bar and reward curriculum attached."""
+    from hydra.utils import get_method
     from transformers.trainer_callback import ProgressCallback
 
-    from ao_calib.trainers.grpo import build_grpo_trainer
-    from ao_calib.trainers.ppo import build_ppo_trainer
-    from ao_calib.trainers.rloo import build_rloo_trainer
-    from ao_calib.trainers.sft import build_sft_trainer
+    from ao_calib.trainers.callbacks import MetricsFileCallback, RewardProgressCallback, RewardScheduleCallback
 
-    builders = {"grpo": build_grpo_trainer, "ppo": build_ppo_trainer, "rloo": build_rloo_trainer,
-                "sft": build_sft_trainer}
-    if stage.name not in builders:
-        raise AOCalibError(f"trainer={stage.name} is not available; choose one of {sorted(builders)}")
-    metrics_file = MetricsFileCallback(run_dir / "metrics.jsonl", stage=stage_name)
-    out_dir = run_dir if stage_name == "train" else run_dir / stage_name
-    trainer = builders[stage.name](cfg, stage, model, tokenizer, data, schedule, reward_fns, out_dir,
-                                   callbacks=[*extra_callbacks, metrics_file], report_to_wandb=report_to_wandb,
-                                   steering=steering)
+    try:
+        builder: TrainerBuilder = get_method(stage._target_)
+    except Exception as exc:  # noqa: BLE001 -- Hydra wraps the ImportError
+        raise AOCalibError(f"trainer {stage.name}: cannot import its builder {stage._target_} ({exc})") from None
+    metrics_file = MetricsFileCallback(setup.run_dir.metrics, stage=stage_name)
+    trainer = builder(setup, stage, stage_name, [*extra_callbacks, metrics_file])
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(RewardProgressCallback(desc=stage_name))
+    schedule = setup.schedule
     if schedule is not None and len(schedule.phases) > 1 and hasattr(trainer, "set_reward_weights"):
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))
     trainer.metrics_file = metrics_file
     return trainer
 
 
-def latest_checkpoint(setting: str | None, run_dir: Path) -> str | None:
+def latest_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
     """``trainer.resume_from_checkpoint``: null, "latest" (newest checkpoint of this run directory), or a path."""
     if setting is None:
         return None
     if setting != "latest":
+        from pathlib import Path
+
         if not Path(setting).is_dir():
             raise AOCalibError(f"trainer.resume_from_checkpoint={setting}: no such checkpoint directory")
         return setting
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    checkpoints = run_dir.checkpoint_dirs()
     if not checkpoints:
         log.warning("resume_from_checkpoint=latest: no checkpoint in %s yet, starting from scratch", run_dir)
         return None

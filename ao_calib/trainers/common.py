@@ -1,22 +1,47 @@
-"""What every trainer shares: the TrainingArguments fields the stage config sets, the sampling fields of the
-online-RL trainers (GRPO, RLOO, PPO), and the mixin that keeps sampled completions in ``completions.jsonl``."""
+"""What every trainer shares: what it is built from (``TrainerSetup``), the TrainingArguments fields the stage
+config sets, the sampling fields of the online-RL trainers (GRPO, RLOO, PPO), and the mixin that keeps sampled
+completions in the run's completions file and logs the advantage spread."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib.errors import AOCalibError
+from ao_calib.rewards import RewardFn, RewardSchedule
+from ao_calib.run_dir import RunDir
 
 
-def training_kwargs(cfg: DictConfig, stage: DictConfig, output_dir: Path, report_to_wandb: bool) -> dict:
+@dataclass
+class TrainerSetup:
+    """Everything a run's trainers are built from; the same for every stage of the run."""
+
+    cfg: DictConfig
+    model: Any
+    tokenizer: Any
+    data: Any  # ao_calib.task_api.TaskData
+    run_dir: RunDir
+    schedule: RewardSchedule | None = None  # the reward mix (None for SFT-only runs)
+    reward_fns: dict[str, RewardFn] = field(default_factory=dict)
+    steering: Any = None  # an ao_calib.steering.Steering when the task injects activations
+    report_to_wandb: bool = False
+
+    def reward_funcs(self) -> list[RewardFn]:
+        """The mix's functions in the schedule's order (the order of the weight vector)."""
+        return [self.reward_fns[name] for name in self.schedule.names]
+
+
+def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> dict:
     """TrainingArguments fields every trainer takes from a stage config (``cfg.trainer`` or ``cfg.warmup``)."""
     on_gpu = torch.cuda.is_available()
+    cfg = setup.cfg
     return dict(
-        output_dir=str(output_dir),
+        output_dir=str(setup.run_dir.checkpoints(stage_name)),
         learning_rate=stage.lr,
         max_steps=stage.max_steps,
         lr_scheduler_type=stage.lr_scheduler_type,
@@ -30,19 +55,20 @@ def training_kwargs(cfg: DictConfig, stage: DictConfig, output_dir: Path, report
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         bf16=on_gpu and cfg.model.dtype == "bfloat16",
         use_cpu=not on_gpu,
-        report_to=["wandb"] if report_to_wandb else "none",
+        report_to=["wandb"] if setup.report_to_wandb else "none",
         dataloader_num_workers=0,
     )
 
 
-def sampling_kwargs(cfg: DictConfig, stage: DictConfig, reward_weights: tuple[float, ...]) -> dict:
+def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     """Generation and reward fields shared by TRL's online trainers."""
+    cfg = setup.cfg
     return dict(
         max_completion_length=stage.max_completion_length,
         temperature=stage.temperature,
         top_p=stage.top_p,
         shuffle_dataset=stage.shuffle_dataset,
-        reward_weights=list(reward_weights),
+        reward_weights=list(setup.schedule.weights_at(0)),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True) or None,
         log_completions=False,
     )
@@ -66,18 +92,17 @@ def group_kwargs(stage: DictConfig) -> dict:
     )
 
 
-def build_online_trainer(trainer_cls, stage: DictConfig, args, model, tokenizer, data, schedule, reward_fns,
-                         run_dir: Path, callbacks, **extra):
+def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, args, callbacks, **extra):
     """An online trainer on the task's training split with the reward mix's functions, sampling completions to
-    ``run_dir/completions.jsonl``."""
+    the run's completions file."""
     return trainer_cls(
-        model=model,
-        reward_funcs=[reward_fns[name] for name in schedule.names],
+        model=setup.model,
+        reward_funcs=setup.reward_funcs(),
         args=args,
-        train_dataset=data.train,
-        processing_class=tokenizer,
+        train_dataset=setup.data.train,
+        processing_class=setup.tokenizer,
         callbacks=callbacks,
-        completions_path=run_dir / "completions.jsonl",
+        completions_path=setup.run_dir.completions,
         completions_per_step=stage.completions_logged_per_step,
         **extra,
     )
@@ -92,8 +117,10 @@ def divide(total: int, part: int, what: str) -> int:
 
 class CompletionSamplesMixin:
     """For TRL's online trainers: keeps a few completions of every generation batch, with each reward component
-    and the advantage, in ``completions.jsonl``; lets reward weights change during training (curricula); and
-    offers ``_after_scoring`` to subclasses that post-process a scored batch (PPO's critic and GAE)."""
+    and the advantage, in the completions file; logs the advantage spread (``advantage_std``, the one place it is
+    computed: every group scored alike means no learning signal); lets reward weights change during training
+    (curricula); and offers ``_after_scoring`` to subclasses that post-process a scored batch (PPO's critic and
+    GAE)."""
 
     def __init__(self, *args, completions_path: str | Path | None = None, completions_per_step: int = 4, **kwargs):
         super().__init__(*args, **kwargs)
@@ -108,6 +135,7 @@ class CompletionSamplesMixin:
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:
             output = self._after_scoring(output)
+            self._metrics["train"]["advantage_std"].append(output["advantages"].float().std().item())
             if self.completions_path is not None and self.accelerator.is_main_process:
                 self._keep_samples(output)
         return output

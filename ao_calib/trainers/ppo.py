@@ -25,13 +25,15 @@ from trl import GRPOConfig
 from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
-from ao_calib.trainers.common import build_online_trainer, divide, sampling_kwargs, training_kwargs
+from ao_calib.run_dir import RunDir
+from ao_calib.trainers.common import TrainerSetup, build_online_trainer, divide, sampling_kwargs, training_kwargs
 from ao_calib.trainers.grpo import AOGRPOTrainer
+from ao_calib.trainers.steering import SteeringMixin
 
 log = logging.getLogger(__name__)
 
 VALUE_HEAD = "ppo_value_head"
-VALUE_HEAD_FILE = "value_head.safetensors"
+VALUE_HEAD_FILE = RunDir.VALUE_HEAD
 
 
 @dataclass
@@ -238,13 +240,12 @@ class PPOTrainer(AOGRPOTrainer):
         head.load_state_dict({k: v.to(head.weight.device) for k, v in load_file(str(path)).items()})
 
 
-def build_ppo_config(cfg: DictConfig, t: DictConfig, output_dir: Path, reward_weights: tuple[float, ...],
-                     report_to_wandb: bool = False) -> PPOConfig:
+def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
     minibatch = divide(t.batch_size, t.num_mini_batches, "trainer.num_mini_batches and batch_size")
     micro = t.micro_batch_size or minibatch
     return PPOConfig(
-        **training_kwargs(cfg, t, output_dir, report_to_wandb),
-        **sampling_kwargs(cfg, t, reward_weights),
+        **training_kwargs(setup, t, stage_name),
+        **sampling_kwargs(setup, t),
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=divide(minibatch, micro, "trainer.micro_batch_size and the mini-batch size"),
         steps_per_generation=t.batch_size // micro,
@@ -261,15 +262,15 @@ def build_ppo_config(cfg: DictConfig, t: DictConfig, output_dir: Path, reward_we
     )
 
 
-def build_ppo_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
-                      report_to_wandb: bool = False, steering=None) -> PPOTrainer:
+class SteeredPPOTrainer(SteeringMixin, PPOTrainer):
+    """PPO whose every pass (generation, rollout log-probs and values, reference, loss) injects each row's
+    activations: the mixin's hooks wrap PPOTrainer's passes."""
+
+
+def build_ppo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> PPOTrainer:
     if stage.batch_size < 2:
         raise AOCalibError("trainer.batch_size must be at least 2 for trainer=ppo (whitened advantages need a batch)")
-    args = build_ppo_config(cfg, stage, run_dir / "checkpoints", schedule.weights_at(0), report_to_wandb)
-    if steering is None:
-        return build_online_trainer(PPOTrainer, stage, args, model, tokenizer, data, schedule, reward_fns, run_dir,
-                                    callbacks)
-    from ao_calib.trainers.steered_grpo import SteeredPPOTrainer
-
-    return build_online_trainer(SteeredPPOTrainer, stage, args, model, tokenizer, data, schedule, reward_fns,
-                                run_dir, callbacks, steering=steering)
+    args = build_ppo_config(setup, stage, stage_name)
+    if setup.steering is None:
+        return build_online_trainer(PPOTrainer, setup, stage, args, callbacks)
+    return build_online_trainer(SteeredPPOTrainer, setup, stage, args, callbacks, steering=setup.steering)

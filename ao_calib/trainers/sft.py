@@ -4,7 +4,6 @@ activation steering, the injection is part of every training forward pass."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import datasets
 from omegaconf import DictConfig, OmegaConf
@@ -12,7 +11,8 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
-from ao_calib.trainers.common import divide, training_kwargs
+from ao_calib.trainers.common import TrainerSetup, divide, training_kwargs
+from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +53,6 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     return encoded
 
 
-class SteeringCollator:
-    """Pads like TRL's collator, then attaches each row's activations at the placeholders of its padded ids."""
-
-    def __init__(self, base, steering):
-        self.base, self.steering = base, steering
-
-    def __call__(self, examples):
-        batch = self.base(examples)
-        injected = self.steering.batch_for(examples, batch["input_ids"])
-        batch["steer_vectors"], batch["steer_positions"] = injected.vectors, injected.positions
-        return batch
-
-
 class AOSFTTrainer(SFTTrainer):
     def __init__(self, *args, steering=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,10 +68,10 @@ class AOSFTTrainer(SFTTrainer):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
-def build_sft_config(cfg: DictConfig, stage: DictConfig, output_dir: Path, report_to_wandb: bool) -> SFTConfig:
+def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
     micro = stage.micro_batch_size or stage.batch_size
     return SFTConfig(
-        **training_kwargs(cfg, stage, output_dir, report_to_wandb),
+        **training_kwargs(setup, stage, stage_name),
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=divide(stage.batch_size, micro, "micro_batch_size and batch_size"),
         max_length=stage.max_length,
@@ -93,15 +80,13 @@ def build_sft_config(cfg: DictConfig, stage: DictConfig, output_dir: Path, repor
     )
 
 
-def build_sft_trainer(cfg, stage, model, tokenizer, data, schedule, reward_fns, run_dir: Path, *, callbacks,
-                      report_to_wandb: bool = False, steering=None) -> AOSFTTrainer:
-    chat_kwargs = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
-    train = tokenize_pairs(data.train, tokenizer, chat_kwargs, stage.max_length)
+def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
+    chat_kwargs = OmegaConf.to_container(setup.cfg.model.chat_template_kwargs, resolve=True)
     return AOSFTTrainer(
-        model=model,
-        args=build_sft_config(cfg, stage, run_dir / "checkpoints", report_to_wandb),
-        train_dataset=train,
-        processing_class=tokenizer,
+        model=setup.model,
+        args=build_sft_config(setup, stage, stage_name),
+        train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length),
+        processing_class=setup.tokenizer,
         callbacks=callbacks,
-        steering=steering,
+        steering=setup.steering,
     )

@@ -16,7 +16,7 @@ from typing import Any
 import datasets
 
 from ao_calib.errors import DataValidationError
-from tasks.function_call.parsing import parse_calls
+from .parsing import parse_calls
 
 
 def _is_str(v: Any) -> bool:

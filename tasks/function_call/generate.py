@@ -11,7 +11,7 @@ The prompt lists the needed function(s) plus distractors (2-5 in all, shuffled).
 Everything is driven by one seeded ``random.Random``, so the same seed always
 gives the same rows.
 
-CLI: ``python -m tasks.function_call.generate --out DIR --n N [--test-n M] [--seed S]``.
+CLI: ``python -m ao_calib_tasks.function_call.generate --out DIR --n N [--test-n M] [--seed S]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tasks.function_call.schemas import SCHEMAS, Param, Schema
+from .schemas import SCHEMAS, Param, Schema
 
 SYSTEM = "You are a helpful assistant with access to the following functions. Use them if required.\n\n"
 SOURCE = "ao_calib_generated"

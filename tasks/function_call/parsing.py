@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from ao_calib.completions import completion_text  # noqa: F401  (part of this module's API)
+from ao_calib.rewards import completion_text  # noqa: F401  (part of this module's API)
 
 MAX_TEXT_CHARS = 20_000
 """Longer texts are truncated before parsing, so one huge completion cannot stall a training step."""

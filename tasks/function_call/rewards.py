@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from ao_calib.calibration import brier_term, parse_epistemic_status, tagged_reward
-from tasks.function_call.parsing import completion_text, parse_calls
+from ao_calib.calibration import CalibrationConfig, make_calibrated_reward, parse_epistemic_status
+from .parsing import completion_text, parse_calls
 
 Canon = tuple  # a hashable, canonical form of a value or a call
 
@@ -144,22 +144,14 @@ def tool_call_overall(completions: Sequence[Any], answer: Any, **kwargs: Any) ->
     return _batch("tool_call_overall", completions, answer)
 
 
-def make_calibrated_overall(lam: float, unparsed_margin: float | None):
+def make_calibrated_overall(rule: CalibrationConfig):
     """``tool_call_overall`` as the informativeness of a tagged answer: overall − λ·(conf/100 − overall)²."""
 
-    def calibrated_overall(completions: Sequence[Any], answer: Any, log_metric=None, **kwargs: Any) -> list[float]:
-        completions = list(completions)
-        statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
-        infos = [score_completion(c, a)["tool_call_overall"]
-                 for c, a in zip(completions, _answers(answer, len(completions)))]
-        if log_metric is not None and statuses:
-            log_metric("calibration/confidence_mean", sum(s.confidence for s in statuses) / 100 / len(statuses))
-            log_metric("calibration/parse_failure_rate", sum(not s.parsed for s in statuses) / len(statuses))
-            log_metric("calibration/brier", sum(brier_term(i, s.confidence) for i, s in zip(infos, statuses))
-                       / len(statuses))
-        return [tagged_reward(i, s, lam, unparsed_margin) for i, s in zip(infos, statuses)]
+    def informativeness(statuses, completions, answer=None, **_: Any) -> list[float]:
+        return [score_completion(c, a)["tool_call_overall"]
+                for c, a in zip(completions, _answers(answer, len(completions)))]
 
-    return calibrated_overall
+    return make_calibrated_reward(informativeness, rule, name="calibrated_overall")
 
 
 REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {

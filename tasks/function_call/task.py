@@ -11,25 +11,21 @@ import datasets
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.errors import AOCalibError
 from ao_calib.io import ensure_generated
-from ao_calib.metrics.calibration import calibration_summary, plot_reliability_diagram
-from ao_calib.task_api import RewardFn, Task, TaskData
-from tasks.function_call.data import load_rows
-from tasks.function_call.generate import generate_splits
-from tasks.function_call.rewards import REWARD_FUNCTIONS, make_calibrated_overall, score_completion
+from ao_calib.rewards import RewardFn
+from ao_calib.task_api import Task, TaskData
+
+from .config import FunctionCallTaskConfig
+from .data import load_rows
+from .generate import generate_splits
+from .rewards import REWARD_FUNCTIONS, make_calibrated_overall, score_completion
 
 log = logging.getLogger(__name__)
 
 
 class FunctionCallTask(Task):
-    name = "function_call"
+    config_class = FunctionCallTaskConfig
     headline_metric = "tool_call_exact"
-
-    @property
-    def calibrated(self) -> bool:
-        """Whether the reward mix trains the epistemic tag (reward=calibrated_function_call)."""
-        reward = self.cfg.reward
-        names = set(reward.weights) | {n for phase in reward.phases for n in phase.weights}
-        return "calibrated_overall" in names
+    calibrated_reward = "calibrated_overall"  # reward=calibrated_function_call
 
     def build_data(self, tokenizer, model=None) -> TaskData:
         data_cfg = self.cfg.task.data
@@ -45,7 +41,7 @@ class FunctionCallTask(Task):
             train_rows = train_rows[: data_cfg.max_train_samples]
         log.info("function_call data: %d train rows (%s), %d test rows (%s)",
                  len(train_rows), train_path, len(test_rows), test_path)
-        suffix = self.cfg.task.calibration.instruction if self.calibrated else ""
+        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
         return TaskData(train=_as_chat_dataset(train_rows, suffix), test=_as_chat_dataset(test_rows, suffix))
 
     def _generated_files(self) -> tuple[Path, Path]:
@@ -61,8 +57,7 @@ class FunctionCallTask(Task):
         return train_path, test_path
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        cal = self.cfg.task.calibration
-        return {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(cal.lam, cal.unparsed_margin)}
+        return {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.cfg.task.calibration)}
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
         scores = score_completion(completion, row["answer"])
@@ -70,19 +65,9 @@ class FunctionCallTask(Task):
             scores["confidence"] = parse_epistemic_status(completion).confidence / 100
         return scores
 
-    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
-        metrics = super().aggregate(records, out_dir, tag)
-        if self.calibrated and records:
-            conf = [r["scores"]["confidence"] for r in records]
-            correct = [r["scores"][self.headline_metric] for r in records]
-            summary = calibration_summary(conf, correct)
-            metrics.update({k: summary[k] for k in ("ece", "mce", "brier")})
-            plot_reliability_diagram(conf, correct, Path(out_dir) / f"reliability_{tag}.png")
-        return metrics
-
 
 def _as_chat_dataset(rows: list[dict], suffix: str = "") -> datasets.Dataset:
-    # The seed's prompt already holds the system text, the function list and the query; it becomes one user turn,
-    # and the model's own chat template wraps it.
+    # A row's prompt already holds the system text, the function list and the query (the design notes' format);
+    # it becomes one user turn, and the model's own chat template wraps it.
     chat_rows = [{**row, "prompt": [{"role": "user", "content": row["prompt"] + suffix}]} for row in rows]
     return datasets.Dataset.from_list(chat_rows)

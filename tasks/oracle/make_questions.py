@@ -1,6 +1,6 @@
 """Write oracle probe questions for user prompts with an LLM, in the WildChat oracle-questions format.
 
-    python -m tasks.oracle.make_questions --prompts prompts.jsonl --out questions.jsonl \\
+    python -m ao_calib_tasks.oracle.make_questions --prompts prompts.jsonl --out questions.jsonl \\
         [--n-questions 8] [--model openai/gpt-4o-mini] [--api-base URL] [--max-concurrency 16] [--timeout-s 60] \\
         [--max-retries 3] [--cache-dir DIR] [--language-field language]
 
@@ -13,7 +13,7 @@ around it are fine), its questions are stripped, de-duplicated and capped at N.
 Input (``--prompts``): JSONL, or a JSON list, of rows with a ``prompt`` (or ``wildchat_question``) field and an
 optional language field; or a plain text file with one prompt per line. Output (``--out``): JSONL, one object per
 prompt, ``{"wildchat_question", "language", "oracle_questions", ...the row's other fields}``, which
-``tasks.oracle.data.load_wildchat`` reads; written atomically, in input order.
+``ao_calib_tasks.oracle.data.load_wildchat`` reads; written atomically, in input order.
 
 Limits are the judge's (``ao_calib.judges.litellm_judge``): at most ``--max-concurrency`` requests at once, a
 timeout per request, and retries with exponential backoff on 429/5xx/timeouts/lost connections and on replies
@@ -479,7 +479,7 @@ def make_questions(prompts: str | Path, out: str | Path, *, language_field: str 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tasks.oracle.make_questions",
+        prog="python -m ao_calib_tasks.oracle.make_questions",
         description="Write oracle probe questions for prompts with an LLM (WildChat oracle-questions JSONL).")
     p.add_argument("--prompts", required=True, help="JSONL/JSON rows with 'prompt' (or 'wildchat_question'), "
                                                     "or a .txt file with one prompt per line")

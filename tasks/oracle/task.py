@@ -11,26 +11,30 @@ import datasets
 
 from omegaconf import OmegaConf
 
-from ao_calib.activations import ActivationCache, ExtractionStats, PositionRule, extract_activations, layer_indices
-from ao_calib.alerts import AlertCallback, AlertThresholds
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
+from ao_calib.calibration.metrics import calibration_summary, plot_reliability_diagram
 from ao_calib.errors import AOCalibError
-from ao_calib.judges import build_judge
+from ao_calib.judges import JudgeContext, build_judge
 from ao_calib.judges.label import yes_no
-from ao_calib.metrics.calibration import calibration_summary, plot_reliability_diagram
-from ao_calib.oracle_prompt import oracle_messages, placeholder_token_id
-from ao_calib.oracle_steering import ActivationSteering
-from ao_calib.task_api import RewardFn, Task, TaskData
-from tasks.oracle.classification import load_suite
-from tasks.oracle.data import load_labelled_rows, load_wildchat
-from tasks.oracle.rewards import make_calibration_reward
-from tasks.oracle.synthetic import generate_splits
+from ao_calib.rewards import RewardFn
+from ao_calib.run_dir import RunDir
+from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
+                                           layer_indices)
+from ao_calib.task_api import Task, TaskData
+
+from .classification import load_suite
+from .config import OracleTaskConfig
+from .data import load_labelled_rows, load_wildchat
+from .generate import generate_splits
+from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
+from .rewards import make_oracle_reward
+from .steering import ActivationSteering
 
 log = logging.getLogger(__name__)
 
 
 class OracleTask(Task):
-    name = "oracle"
+    config_class = OracleTaskConfig
     headline_metric = "correct"
 
     def __init__(self, cfg):
@@ -46,10 +50,8 @@ class OracleTask(Task):
     def steering(self) -> ActivationSteering | None:
         return self._steering
 
-    def training_callbacks(self, trainer_name: str) -> list:
-        if trainer_name != "grpo":
-            return []
-        return [AlertCallback(AlertThresholds(**OmegaConf.to_container(self.cfg.task.alerts, resolve=True)))]
+    def judge_prompt(self) -> str:
+        return JUDGE_PROMPT
 
     def eval_variants(self) -> list[str]:
         return ["control"] if self.cfg.task.eval_control else []
@@ -131,12 +133,16 @@ class OracleTask(Task):
     # --------------------------------------------------------------------------------- rewards / eval
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        if self.cfg.judge.name == "none":
+        if self.cfg.judge.get("_target_") is None:
             raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
                                "or judge=litellm")
-        self._judge = self._judge or build_judge(self.cfg, getattr(self, "_model", None),
-                                                 getattr(self, "_tokenizer", None))
-        return {"calibration": make_calibration_reward(self._judge, self.cfg.task.lam, self.cfg.task.unparsed_margin)}
+        if self._judge is None:
+            context = JudgeContext(model=getattr(self, "_model", None), tokenizer=getattr(self, "_tokenizer", None),
+                                   chat_template_kwargs=OmegaConf.to_container(self.cfg.model.chat_template_kwargs,
+                                                                               resolve=True),
+                                   default_prompt=self.judge_prompt())
+            self._judge = build_judge(self.cfg.judge, context)
+        return {"calibration": make_oracle_reward(self._judge, self.cfg.task.calibration)}
 
     def summary(self) -> dict:
         return {"judge": self._judge.totals()} if self._judge else {}
@@ -150,10 +156,10 @@ class OracleTask(Task):
             "correct": correct,
             "confidence": status.confidence / 100,
             "parsed": float(status.parsed),
-            "calibration_reward": tagged_reward(correct, status, self.cfg.task.lam, self.cfg.task.unparsed_margin),
+            "calibration_reward": tagged_reward(correct, status, self.cfg.task.calibration),
         }
 
-    def extra_evaluations(self, model, tokenizer, generate, out_dir, tag: str) -> dict:
+    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         ccfg = self.cfg.task.classification
         if not ccfg.enabled:
             return {}
@@ -174,7 +180,7 @@ class OracleTask(Task):
         _print_classification_table(tag, results, skipped)
         return {"classification": results, "classification_skipped": skipped}
 
-    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
+    def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
         parse_rate = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
         unlabelled = [r for r in records if "correct" not in r["scores"]]
         records = [r for r in records if "correct" in r["scores"]]
@@ -185,7 +191,7 @@ class OracleTask(Task):
         metrics = calibration_summary(conf, correct)
         metrics["parse_rate"] = parse_rate
         metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / max(len(records), 1)
-        plot_reliability_diagram(conf, correct, Path(out_dir) / f"reliability_{tag}.png",
+        plot_reliability_diagram(conf, correct, run_dir.reliability_plot(tag),
                                  title=f"{tag}: ECE {metrics['ece']:.3f}, Brier {metrics['brier']:.3f}, "
                                        f"acc {metrics['accuracy']:.3f} (n={len(records)})")
         return metrics

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ao_calib.errors import DataValidationError
-from tasks.tool_json.rewards import python_ast_key
-from tasks.tool_json.safe_eval import safe_eval
-from tasks.tool_json.schema import CATEGORIES, CATEGORY_TOOL, TOOL_ARG_KEY
+from .rewards import python_ast_key
+from .safe_eval import safe_eval
+from .schema import CATEGORIES, CATEGORY_TOOL, TOOL_ARG_KEY
 
 _STRING_FIELDS = ("id", "source", "category", "prompt", "expected_answer")
 
@@ -104,7 +104,7 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
     source = str(path)
     if not path.is_file():
         raise FileNotFoundError(f"tool_json data file not found: {source} (create one with "
-                                f"`python -m tasks.tool_json.create_dataset --out DIR`)")
+                                f"`python -m ao_calib_tasks.tool_json.generate --out DIR`)")
     records = _read_records(path, source)
     if not records:
         raise _fail(source, 0, None, "no rows")
@@ -122,7 +122,7 @@ def load_dataset(path: str | Path):
 
     ``datasets`` merges the mixed ``tool_args`` dicts into one struct
     (``{"expression": ..., "code": ...}`` with None for the absent key, None
-    for no_tool rows); :func:`tasks.tool_json.schema.expected_arg` reads that
+    for no_tool rows); :func:`ao_calib_tasks.tool_json.schema.expected_arg` reads that
     form, so rewards and prompts work on it unchanged.
     """
     import datasets  # imported here: it is slow to import and only needed by this helper

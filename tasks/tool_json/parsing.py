@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ao_calib.completions import completion_text
-from tasks.tool_json.schema import TOOL_ARG_KEY
+from ao_calib.rewards import completion_text
+from .schema import TOOL_ARG_KEY
 
 
 def _reject_constant(name: str) -> Any:

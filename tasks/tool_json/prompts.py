@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tasks.tool_json.schema import TOOL_ARG_KEY, expected_arg, expected_tool
+from .schema import TOOL_ARG_KEY, expected_arg, expected_tool
 
 SYSTEM_PROMPT = """\
 You are a helpful assistant that can use two tools:

@@ -15,10 +15,10 @@ are ignored.
 * ``length_penalty`` −0.2 when there is any text outside the JSON object, else 0.
 
 The tool and arguments are read from the object even when prose surrounds it
-(see :mod:`tasks.tool_json.parsing`): the format reward and the length penalty
+(see :mod:`ao_calib_tasks.tool_json.parsing`): the format reward and the length penalty
 already charge for the prose, and charging again would blur which mistake was made.
 
-Safety: calculator expressions go only through :func:`tasks.tool_json.safe_eval.safe_eval`;
+Safety: calculator expressions go only through :func:`ao_calib_tasks.tool_json.safe_eval.safe_eval`;
 Python code is only ever parsed (``ast.parse``, at most :data:`MAX_CODE_BYTES`) and compared by
 ``ast.dump``, never executed.
 """
@@ -32,9 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from tasks.tool_json.parsing import ParsedOutput, parse_output
-from tasks.tool_json.safe_eval import numbers_close, safe_eval
-from tasks.tool_json.schema import expected_arg, expected_tool
+from ao_calib.calibration import CalibrationConfig, make_calibrated_reward
+from ao_calib.rewards import completion_text
+
+from .parsing import ParsedOutput, parse_output
+from .safe_eval import numbers_close, safe_eval
+from .schema import expected_arg, expected_tool
 
 FORMAT_REWARD: Final = 1.0
 TOOL_REWARD: Final = 0.5
@@ -225,18 +228,13 @@ REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
 }
 
 
-def make_calibrated_args(lam: float, unparsed_margin: float | None):
+def make_calibrated_args(rule: CalibrationConfig):
     """reward=calibrated_tool_json: ``args_reward`` (0/1: the answer is semantically right) is the
     informativeness of a tagged answer, scored args − λ·(conf/100 − args)²."""
-    from ao_calib.calibration import parse_epistemic_status, tagged_reward
-    from ao_calib.completions import completion_text
 
-    def calibrated_args(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-        completions = list(completions)
-        statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
+    def informativeness(statuses, completions, **kwargs: Any) -> list[float]:
         rows = _rows(len(completions), kwargs)
-        infos = [_args_score(parse_output(s.answer if s.parsed else completion_text(c)), r)
-                 for c, s, r in zip(completions, statuses, rows)]
-        return [tagged_reward(i, s, lam, unparsed_margin) for i, s in zip(infos, statuses)]
+        return [_args_score(parse_output(s.answer if s.parsed else completion_text(c)), r)
+                for c, s, r in zip(completions, statuses, rows)]
 
-    return calibrated_args
+    return make_calibrated_reward(informativeness, rule, name="calibrated_args")

@@ -11,31 +11,29 @@ import datasets
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.errors import AOCalibError
 from ao_calib.io import ensure_generated
-from ao_calib.metrics.calibration import calibration_summary, plot_reliability_diagram
-from ao_calib.task_api import RewardFn, Task, TaskData
-from tasks.tool_json.create_dataset import generate_splits
-from tasks.tool_json.data import load_rows
-from tasks.tool_json.prompts import expected_output, messages
-from tasks.tool_json.rewards import REWARD_FUNCTIONS, make_calibrated_args, score_completion
+from ao_calib.rewards import RewardFn
+from ao_calib.task_api import Task, TaskData
+
+from .config import ToolJsonTaskConfig
+from .generate import generate_splits
+from .data import load_rows
+from .prompts import expected_output, messages
+from .rewards import REWARD_FUNCTIONS, make_calibrated_args, score_completion
 
 log = logging.getLogger(__name__)
 
 
 class ToolJsonTask(Task):
-    name = "tool_json"
+    config_class = ToolJsonTaskConfig
     headline_metric = "args_reward"  # 1.0 when the call (or final answer) is semantically right
-
-    @property
-    def calibrated(self) -> bool:
-        reward = self.cfg.reward
-        return "calibrated_args" in set(reward.weights) | {n for p in reward.phases for n in p.weights}
+    calibrated_reward = "calibrated_args"  # reward=calibrated_tool_json
 
     def build_data(self, tokenizer, model=None) -> TaskData:
         data = self.cfg.task.data
         if data.train_path:
-            if not data.validation_path:
-                raise AOCalibError("task.data.train_path is set: also set task.data.validation_path")
-            train_path, val_path = Path(data.train_path), Path(data.validation_path)
+            if not data.test_path:
+                raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
+            train_path, val_path = Path(data.train_path), Path(data.test_path)
         else:
             train_path, val_path = self._generated_files()
         train, val = load_rows(train_path), load_rows(val_path)
@@ -45,16 +43,16 @@ class ToolJsonTask(Task):
 
     def _generated_files(self) -> tuple[Path, Path]:
         gen = self.cfg.task.data.generate
-        folder = Path(self.cfg.paths.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.val_fraction}-s{gen.seed}"
+        folder = Path(self.cfg.paths.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{gen.seed}"
 
         def build() -> list[str]:
-            return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, gen.seed, gen.val_fraction)]
+            return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, gen.seed, gen.test_fraction)]
 
         train_path, val_path = ensure_generated([folder / "train.json", folder / "validation.json"], build)
         return train_path, val_path
 
     def _dataset(self, rows: list[dict]) -> datasets.Dataset:
-        suffix = self.cfg.task.calibration.instruction if self.calibrated else ""
+        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
         out = []
         for row in rows:
             chat = messages(row)
@@ -65,8 +63,7 @@ class ToolJsonTask(Task):
         return datasets.Dataset.from_list(out)
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        cal = self.cfg.task.calibration
-        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(cal.lam, cal.unparsed_margin)}
+        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.cfg.task.calibration)}
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)
@@ -77,12 +74,3 @@ class ToolJsonTask(Task):
 
     def reference_output(self, row: dict) -> str:
         return row["completion"]
-
-    def aggregate(self, records: list[dict], out_dir, tag: str) -> dict[str, float]:
-        metrics = super().aggregate(records, out_dir, tag)
-        if self.calibrated and records:
-            conf = [r["scores"]["confidence"] for r in records]
-            correct = [r["scores"][self.headline_metric] for r in records]
-            metrics.update({k: v for k, v in calibration_summary(conf, correct).items() if k in ("ece", "mce", "brier")})
-            plot_reliability_diagram(conf, correct, Path(out_dir) / f"reliability_{tag}.png")
-        return metrics

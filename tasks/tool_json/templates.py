@@ -4,7 +4,7 @@ Every template builds its prompt, its tool argument and its answer from the
 same parameters, and the answer is *computed*, never typed:
 
 * calculator: the answer is the safe evaluator's value of the generated
-  expression (:func:`tasks.tool_json.safe_eval.safe_eval`), formatted by
+  expression (:func:`ao_calib_tasks.tool_json.safe_eval.safe_eval`), formatted by
   :func:`format_number`;
 * python_exec: the program is assembled from a template, and the answer is
   what it prints, computed in this module by the same Python operations on the
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.tool_json.safe_eval import safe_eval
+from .safe_eval import safe_eval
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
-from ao_calib.layout import get_decoder_layers
+from ao_calib.steering.layout import get_decoder_layers, unwrap
 
 MODES = ("add", "replace")
 
@@ -59,6 +60,18 @@ class SteeringBatch:
 
     def rows(self, start: int, end: int) -> SteeringBatch:
         return SteeringBatch(self.vectors[start:end], self.positions[start:end])
+
+
+class Steering(Protocol):
+    """What trainers and evaluation need from a task that injects activations (the oracle's
+    ``ActivationSteering`` is one): the vectors for a batch of rows placed on its token ids, and a context that
+    steers the model with them."""
+
+    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, control: bool = False) -> SteeringBatch:
+        """Each row's vectors (another prompt's with ``control``) at the placeholder positions of ``input_ids``."""
+
+    def context(self, model: torch.nn.Module, batch: SteeringBatch, kind: str) -> AbstractContextManager:
+        """Steers ``model`` with ``batch`` while open; ``kind`` names the pass for counting."""
 
 
 def apply_steering(hidden: torch.Tensor, batch: SteeringBatch, mode: str, coefficient: float) -> torch.Tensor:
@@ -113,7 +126,7 @@ def steer(model: torch.nn.Module, vectors: Sequence[torch.Tensor] | SteeringBatc
 
     handles = [get_decoder_layers(model)[layer].register_forward_hook(inject)]
     if check_token_id is not None:
-        handles.append(_innermost(model).register_forward_pre_hook(capture_input_ids, with_kwargs=True))
+        handles.append(unwrap(model).register_forward_pre_hook(capture_input_ids, with_kwargs=True))
     try:
         yield batch
     finally:
@@ -132,8 +145,3 @@ def _check_placeholders(input_ids: torch.Tensor | None, shape, batch: SteeringBa
         raise SteeringError(f"row {bad}: injected positions {batch.positions[bad].tolist()} do not hold the "
                             f"placeholder token {token_id} (found {input_ids[bad].tolist()})")
 
-
-def _innermost(model: torch.nn.Module) -> torch.nn.Module:
-    while hasattr(model, "get_base_model") and model.get_base_model() is not model:
-        model = model.get_base_model()
-    return model

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ao_calib.oracle_prompt import find_placeholder_positions
+from .prompt import find_placeholder_positions
 from ao_calib.steering import SteeringBatch, steer
 
 

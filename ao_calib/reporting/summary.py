@@ -1,20 +1,18 @@
-"""What a run leaves behind: summary.json, the end-of-run screen, and the wandb session."""
+"""What a run leaves behind for people: its summary file and the end-of-run screen."""
 
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from ao_calib.io import write_json
+from ao_calib.run_dir import RunDir
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_commit() -> str | None:
@@ -31,7 +29,7 @@ def git_commit() -> str | None:
 
 @dataclass
 class RunSummary:
-    run_dir: Path
+    run_dir: RunDir
     started: float = field(default_factory=time.time)
     wandb_run_id: str | None = None
     git_commit: str | None = field(default_factory=git_commit)
@@ -44,13 +42,13 @@ class RunSummary:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.started)),
             "git_commit": self.git_commit,
             "wandb_run_id": self.wandb_run_id,
-            "run_dir": str(self.run_dir),
+            "run_dir": str(self.run_dir.path),
             "final_metrics": final_metrics or {},
             "eval_metrics": eval_metrics or {},
             **({"error": error} if error else {}),
             **(extra or {}),
         }
-        write_json(self.run_dir / "summary.json", summary)
+        write_json(self.run_dir.summary, summary)
         return summary
 
 
@@ -66,45 +64,3 @@ def print_final_screen(summary: dict) -> None:
     lines += [f" run directory: {summary['run_dir']}",
               f" curves: python -m ao_calib.plot {summary['run_dir']}", "=" * 72]
     print("\n".join(lines), flush=True)
-
-
-def init_wandb(cfg: DictConfig, run_dir: Path) -> str | None:
-    """Starts wandb for ``logger=wandb``; never blocks the run: on any failure it warns and returns None."""
-    if cfg.logger.name != "wandb":
-        return None
-    mode = cfg.logger.mode
-    if mode == "auto":
-        mode = "online" if _wandb_credentials() else "offline"
-    try:
-        import wandb
-
-        run = wandb.init(
-            project=cfg.logger.project, entity=cfg.logger.entity, name=cfg.run_name, dir=str(run_dir),
-            mode=mode, tags=list(cfg.logger.tags), config=OmegaConf.to_container(cfg, resolve=True),
-            settings=wandb.Settings(init_timeout=cfg.logger.init_timeout_s, silent=True),
-        )
-        log.info("wandb %s run %s", mode, run.id)
-        return run.id
-    except Exception as exc:  # noqa: BLE001 -- any wandb failure must not stop training
-        log.warning("wandb could not start (%s: %s); continuing with local logs only", type(exc).__name__, exc)
-        return None
-
-
-def _wandb_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
-
-
-def finish_wandb() -> None:
-    try:
-        import sys
-
-        if "wandb" in sys.modules:
-            import wandb
-
-            if wandb.run is not None:
-                wandb.finish()
-    except Exception as exc:  # noqa: BLE001
-        log.warning("wandb.finish failed: %s", exc)

@@ -10,12 +10,16 @@ DECODER_LAYERS_PATH: dict[str, str] = {
 }
 
 
-def get_decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """Return the decoder-layer ModuleList of a plain or peft-wrapped Qwen3 / Gemma 3 model."""
-    base = model
-    # PeftModel (and LoraModel) expose the wrapped transformers model via get_base_model().
-    while hasattr(base, "get_base_model") and base.get_base_model() is not base:
-        base = base.get_base_model()
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside any peft wrapping (PeftModel and LoraModel expose it via get_base_model)."""
+    while hasattr(model, "get_base_model") and model.get_base_model() is not model:
+        model = model.get_base_model()
+    return model
+
+
+def decoder_layers_path(model: torch.nn.Module) -> str:
+    """The dotted path from the unwrapped model to its decoder-layer ModuleList (e.g. ``model.layers``)."""
+    base = unwrap(model)
     model_type = getattr(getattr(base, "config", None), "model_type", None)
     candidates = [DECODER_LAYERS_PATH[model_type]] if model_type in DECODER_LAYERS_PATH else []
     # Fallbacks cover text-only variants (e.g. gemma3_text -> Gemma3ForCausalLM) and other archs.
@@ -27,5 +31,13 @@ def get_decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
             if obj is None:
                 break
         if isinstance(obj, torch.nn.ModuleList):
-            return obj
+            return path
     raise AttributeError(f"cannot find decoder layers on {type(base).__name__} (tried {candidates})")
+
+
+def get_decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder-layer ModuleList of a plain or peft-wrapped Qwen3 / Gemma 3 model."""
+    obj = unwrap(model)
+    for attr in decoder_layers_path(model).split("."):
+        obj = getattr(obj, attr)
+    return obj

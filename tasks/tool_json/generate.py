@@ -1,6 +1,6 @@
 """Generate a JSON tool-calling dataset in the seed's format (train and validation JSON arrays).
 
-``python -m tasks.tool_json.create_dataset --out PATH --n N --seed S [--val-fraction 0.1]``
+``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1]``
 
 * ``PATH`` a directory: writes ``PATH/train.json`` and ``PATH/validation.json``.
 * ``PATH`` ending in ``.json``: it is the train file, and the validation file is written beside it as
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.tool_json.schema import CATEGORY_TOOL
-from tasks.tool_json.templates import CATEGORY_EXAMPLES, Example
+from .schema import CATEGORY_TOOL
+from .templates import CATEGORY_EXAMPLES, Example
 
 SOURCE = "ao_calib_tool_json_generated"
 DEFAULT_MIX: dict[str, float] = {"calculator": 0.4, "python_exec": 0.35, "no_tool": 0.25}
@@ -114,7 +114,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.tool_json.create_dataset", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m ao_calib_tasks.tool_json.generate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="output directory, or the train .json file")
     parser.add_argument("--n", type=int, default=2000, help="total rows, train plus validation (default 2000)")

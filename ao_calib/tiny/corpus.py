@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 _SEED = 1234
 
@@ -114,18 +115,10 @@ def _oracle(rng: random.Random, n: int) -> list[str]:
                                              obj=rng.choice(_OBJECTS)) for _ in range(n)]
 
 
-def _function_call_task_texts() -> list[str]:
-    # The function-calling task module may or may not exist yet (or may lack `sample_texts`);
-    # the corpus must work either way. When it does exist its texts join the corpus, which
-    # changes the cache key, so tiny checkpoints get rebuilt with a tokenizer that saw them.
-    try:
-        from tasks.function_call.generate import sample_texts  # type: ignore[import-not-found]
-    except (ImportError, AttributeError):
-        return []
-    try:
-        return [str(t) for t in sample_texts(200, 0)]
-    except Exception:  # noqa: BLE001 - a broken sibling module must not break tokenizer building
-        return []
+def _function_call_texts() -> list[str]:
+    # Function-calling prompts and calls, as the function_call task's generator writes them (seed 0, 200 rows),
+    # kept as data here so the framework never imports a task. Part of the corpus, and so of the cache key.
+    return json.loads((Path(__file__).with_name("corpus_function_calls.json")).read_text(encoding="utf-8"))
 
 
 def corpus_texts() -> list[str]:
@@ -138,5 +131,5 @@ def corpus_texts() -> list[str]:
     texts += _python_calls(rng, 60)
     texts += _arithmetic(rng, 60)
     texts += _oracle(rng, 100)
-    texts += _function_call_task_texts()
+    texts += _function_call_texts()
     return texts

@@ -1,9 +1,13 @@
-"""GRPO (and PPO) for Activation Oracles: every forward pass that sees a prompt injects that row's own activations.
+"""Activation steering inside TRL's trainers, for tasks that inject activations (``Task.steering()``).
 
-The passes are: the generation prefill, the old-policy and reference log-probs of the generation batch, and the
-training pass on each shuffled micro-batch. The vectors and their positions travel inside TRL's batch dict
-(``steer_vectors``, ``steer_positions``), so TRL's shuffling and splitting move them with their rows; every pass
-checks that each injected position holds the placeholder token.
+``SteeringMixin`` goes in front of any GRPOTrainer subclass (GRPO, PPO): every forward pass that sees a prompt
+injects that row's own activations. The passes are: the generation prefill, the old-policy and reference
+log-probs of the generation batch, and the training pass on each shuffled micro-batch. The vectors and their
+positions travel inside TRL's batch dict (``steer_vectors``, ``steer_positions``), so TRL's shuffling and
+splitting move them with their rows; every pass checks that each injected position holds the placeholder token.
+
+``SteeringCollator`` does the same for SFT: it attaches each row's vectors to the padded batch, and the SFT
+trainer steers its loss pass with them.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ import torch
 from trl.trainer.utils import pad
 
 from ao_calib.steering import SteeringBatch
-from ao_calib.trainers.grpo import AOGRPOTrainer
-from ao_calib.trainers.ppo import PPOTrainer
 
 
-class SteeredGRPOTrainer(AOGRPOTrainer):
+class SteeringMixin:
+    """Put in front of a GRPOTrainer subclass: ``class Steered(SteeringMixin, SomeGRPOTrainer)``."""
+
     def __init__(self, *args, steering, **kwargs):
         super().__init__(*args, **kwargs)
         self.steering = steering
@@ -33,8 +37,6 @@ class SteeredGRPOTrainer(AOGRPOTrainer):
         device = output["prompt_ids"].device
         output["steer_vectors"] = injected.vectors.to(device)
         output["steer_positions"] = injected.positions.to(device)
-        if self.model.training:
-            self._metrics["train"]["oracle/advantage_std"].append(output["advantages"].float().std().item())
         return output
 
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
@@ -77,6 +79,15 @@ class SteeredGRPOTrainer(AOGRPOTrainer):
 
 
 
-class SteeredPPOTrainer(SteeredGRPOTrainer, PPOTrainer):
-    """PPO whose every pass (generation, rollout log-probs and values, reference, loss) injects each row's
-    activations: SteeredGRPOTrainer's hooks wrap PPOTrainer's passes."""
+class SteeringCollator:
+    """Pads like the trainer's own collator, then attaches each row's activations at the placeholders of its
+    padded ids (``steer_vectors``, ``steer_positions``)."""
+
+    def __init__(self, base, steering):
+        self.base, self.steering = base, steering
+
+    def __call__(self, examples):
+        batch = self.base(examples)
+        injected = self.steering.batch_for(examples, batch["input_ids"])
+        batch["steer_vectors"], batch["steer_positions"] = injected.vectors, injected.positions
+        return batch

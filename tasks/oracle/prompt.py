@@ -1,11 +1,26 @@
-"""The Activation Oracle prompt: one user turn naming the source layer, one placeholder per injected vector,
-then the question. Placeholders are located from the token ids and checked, never assumed."""
+"""The Activation Oracle's prompts: the oracle's own (one user turn naming the source layer, one placeholder per
+injected vector, then the question; placeholders are located from the token ids and checked, never assumed),
+and the judge's grading prompt."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 PLACEHOLDER = " ?"
+
+# What a judge (judge=litellm or judge=local) is asked about each oracle answer; ``{prompt}`` is the text the
+# activations came from. The judge sees the text, the oracle did not: that asymmetry is what makes the judge's
+# informativeness a cheap ground truth.
+JUDGE_PROMPT = (
+    "You are grading an answer produced by a model that could not see the text below; it only saw internal "
+    "activations computed from it.\n\n"
+    "Text:\n<<<\n{prompt}\n>>>\n\n"
+    "Question about the text: {question}\n"
+    "Answer to grade: {answer}\n\n"
+    "Score how informative and correct the answer is about the text, from 0 (wrong, empty or evasive) to 100 "
+    "(correct and specific). A vague answer that is technically true scores low. Think briefly if needed, then "
+    "end with a final line of the form 'SCORE: <0-100>'."
+)
 
 
 def oracle_user_text(source_layer: int, num_vectors: int, question: str) -> str:

@@ -27,8 +27,8 @@ import torch
 
 from ao_calib.config import TinyModelConfig
 
-from ao_calib.chat_templates import CHAT_TEMPLATES
-from ao_calib.tiny_corpus import corpus_texts
+from ao_calib.tiny.chat_templates import CHAT_TEMPLATES
+from ao_calib.tiny.corpus import corpus_texts
 
 # Bump when the build procedure changes in a way the hash inputs do not capture.
 BUILDER_VERSION = 3

@@ -1,0 +1,35 @@
+"""The epistemic-status contract every confidence-stating task shares: ``[epistemic status: NN] answer``."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+DEFAULT_CONFIDENCE = 50  # an unparseable answer claims no knowledge either way (the oracle design notes' rule)
+
+# What a task appends to its prompt when it asks a model that was never taught the tag (function calling, tool
+# JSON); the oracle learns the tag in its warm-up instead.
+CONFIDENCE_INSTRUCTION = ("\n\nBegin your reply with [epistemic status: NN], where NN (0-100) is your confidence "
+                          "that your answer is exactly right, then give the answer.")
+
+# The tag must open the text (leading whitespace allowed); case and inner spaces are free; NN is 1-3 digits.
+_TAG = re.compile(r"\A\s*\[\s*epistemic\s+status\s*:\s*(\d{1,3})\s*\]\s*", re.IGNORECASE)
+
+
+class EpistemicStatus(NamedTuple):
+    confidence: int
+    answer: str
+    parsed: bool
+
+
+def parse_epistemic_status(text: str) -> EpistemicStatus:
+    """``(confidence 0-100, answer, parsed)``. A missing, malformed or out-of-range tag gives confidence 50 and
+    ``parsed=False``, with the whole stripped text as the answer."""
+    match = _TAG.match(text)
+    if match is None or int(match.group(1)) > 100:
+        return EpistemicStatus(DEFAULT_CONFIDENCE, text.strip(), False)
+    return EpistemicStatus(int(match.group(1)), text[match.end():].strip(), True)
+
+
+def format_epistemic_status(confidence: int, answer: str) -> str:
+    return f"[epistemic status: {int(confidence)}] {answer}"

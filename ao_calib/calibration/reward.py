@@ -1,0 +1,88 @@
+"""The calibration reward, ``informativeness − λ·(confidence/100 − informativeness)²``, for every task that asks
+for a confidence: the rule (``task.calibration``), one score, and the wrapper that turns a task's
+informativeness into a TRL reward function with the ``calibration/*`` step metrics."""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ao_calib.calibration.contract import EpistemicStatus, parse_epistemic_status
+from ao_calib.rewards import completion_text
+
+
+@dataclass
+class CalibrationConfig:
+    """``task.calibration``: the rule every confidence-stating task scores with."""
+
+    lam: float = 0.5  # λ in informativeness − λ·(confidence/100 − informativeness)²
+    # Reward of a completion without a valid tag: −λ − margin, below every tagged answer. null: the oracle design
+    # notes' rule (confidence 50 in the formula), under which a broken tag beats a confidently wrong answer, and
+    # GRPO learns to drop the tag.
+    unparsed_margin: Optional[float] = 0.5
+
+
+def calibration_reward(informativeness: float, confidence: float, lam: float) -> float:
+    """``informativeness − λ·(confidence/100 − informativeness)²``: be informative, and say how sure you are."""
+    return informativeness - lam * (confidence / 100.0 - informativeness) ** 2
+
+
+def brier_term(informativeness: float, confidence: float) -> float:
+    return (confidence / 100.0 - informativeness) ** 2
+
+
+def tagged_reward(informativeness: float, status: EpistemicStatus, rule: CalibrationConfig) -> float:
+    """The calibration reward of one completion under ``rule`` (see ``CalibrationConfig.unparsed_margin``)."""
+    if not status.parsed and rule.unparsed_margin is not None:
+        return -rule.lam - rule.unparsed_margin
+    return calibration_reward(informativeness, status.confidence, rule.lam)
+
+
+# informativeness(statuses, completions, log_metric=None, **dataset columns) -> one score in [0, 1] (or None:
+# masked) per completion
+Informativeness = Callable[..., "list[float | None]"]
+
+
+def make_calibrated_reward(informativeness: Informativeness, rule: CalibrationConfig, name: str):
+    """A TRL reward function named ``name``: parses each completion's tag, asks ``informativeness`` (sync or
+    async) how good the answers are, scores them under ``rule`` and logs the ``calibration/*`` figures."""
+
+    def finish(statuses, infos, log_metric):
+        if log_metric is not None:
+            log_step_metrics(log_metric, statuses, infos)
+        return [None if info is None else tagged_reward(info, s, rule) for info, s in zip(infos, statuses)]
+
+    if inspect.iscoroutinefunction(informativeness):
+        async def reward(completions, log_metric=None, **columns):
+            statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
+            infos = await informativeness(statuses, list(completions), log_metric=log_metric, **columns)
+            return finish(statuses, infos, log_metric)
+    else:
+        def reward(completions, log_metric=None, **columns):
+            statuses = [parse_epistemic_status(completion_text(c)) for c in completions]
+            infos = informativeness(statuses, list(completions), log_metric=log_metric, **columns)
+            return finish(statuses, infos, log_metric)
+
+    reward.__name__ = reward.__qualname__ = name
+    return reward
+
+
+def log_step_metrics(log_metric: Callable[[str, float], Any], statuses: Sequence[EpistemicStatus],
+                     informativeness: Sequence[float | None]) -> None:
+    """The per-step calibration figures of one generation batch; masked samples (None) are left out of the
+    judged ones."""
+    if not statuses:
+        return
+    confidences = [s.confidence / 100 for s in statuses]
+    judged = [(i, s) for i, s in zip(informativeness, statuses) if i is not None]
+    log_metric("calibration/confidence_mean", statistics.fmean(confidences))
+    log_metric("calibration/confidence_std", statistics.pstdev(confidences))
+    log_metric("calibration/parse_failure_rate", sum(not s.parsed for s in statuses) / len(statuses))
+    log_metric("calibration/answer_length", statistics.fmean(len(s.answer) for s in statuses))
+    log_metric("calibration/masked_fraction", 1 - len(judged) / len(statuses))
+    if judged:
+        log_metric("calibration/informativeness", statistics.fmean(i for i, _ in judged))
+        log_metric("calibration/brier", statistics.fmean(brier_term(i, s.confidence) for i, s in judged))

@@ -1,0 +1,59 @@
+"""Held-out evaluation: generation on the test split, every reward component per sample, and a summary."""
+
+from __future__ import annotations
+
+import logging
+
+from ao_calib.evaluation.generation import generate_completions
+from ao_calib.io import append_jsonl, write_json
+from ao_calib.run_dir import RunDir
+from ao_calib.task_api import Task
+
+log = logging.getLogger(__name__)
+
+
+def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, batch_size: int,
+             max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
+             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
+    """Scores the model on the held-out split; writes the evaluation report and every prediction under ``tag``
+    (``RunDir.eval_report`` / ``RunDir.predictions``). Task variants (a control) are scored beside it.
+    Returns the main metrics."""
+    def generate(rows: list[dict], control: bool = False, desc: str = tag) -> list[str]:
+        return generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
+                                    max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
+                                    control=control, desc=f"eval ({desc})", temperature=temperature, seed=seed)
+
+    rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
+    report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
+              "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
+    for variant in ["main", *task.eval_variants()]:
+        name = tag if variant == "main" else f"{tag}_{variant}"
+        completions = generate(rows, control=variant == "control", desc=name)
+        records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
+                    "expected": task.reference_output(row), "scores": task.score(completion, row)}
+                   for row, completion in zip(rows, completions)]
+        metrics = task.aggregate(records, run_dir, name)
+        predictions = run_dir.predictions(tag, None if variant == "main" else variant)
+        predictions.unlink(missing_ok=True)
+        append_jsonl(predictions, records)
+        if variant == "main":
+            report["metrics"] = metrics
+            _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
+        else:
+            report.setdefault("variants", {})[variant] = metrics
+            print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
+                  flush=True)
+    report.update(task.extra_evaluations(model, tokenizer, generate, run_dir, tag))
+    write_json(run_dir.eval_report(tag), report)
+    return report["metrics"]
+
+
+def _print_summary(task: Task, tag: str, metrics: dict, records: list[dict], shown: int, where: str) -> None:
+    mismatches = [r for r in records if r["scores"].get(task.headline_metric, 0.0) < 1.0]
+    lines = [f"[eval:{tag}] {len(records)} samples, accuracy ({task.headline_metric}) = {metrics['accuracy']:.3f}"]
+    lines += [f"  {k:<24} {v:.3f}" for k, v in metrics.items() if k != "accuracy"]
+    for r in mismatches[:shown]:
+        lines.append(f"  mismatch: expected {r['expected']!r}\n            got      {r['completion'][:200]!r}")
+    if len(mismatches) > shown:
+        lines.append(f"  ... {len(mismatches) - shown} more mismatches in {where}")
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,50 @@
+"""Batched generation for evaluation: left-padded chat prompts, greedy or seeded sampling, with a task's
+activation steering in the prefill."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from tqdm.auto import tqdm
+
+
+@torch.no_grad()
+def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
+                         batch_size: int, steering=None, control: bool = False, desc: str = "eval",
+                         temperature: float | None = None, seed: int = 0) -> list[str]:
+    """Completions for the rows' chat prompts, batched with left padding: greedy (``temperature`` None or 0), or
+    sampled at ``temperature``
+    from ``seed`` (the caller's random state is left as it was). With ``steering``, each row's activations (or,
+    for ``control``, another prompt's) are injected during the prefill."""
+    texts = [
+        tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
+        for r in rows
+    ]
+    device = next(model.parameters()).device
+    was_training, padding_side = model.training, tokenizer.padding_side
+    model.eval()
+    tokenizer.padding_side = "left"
+    greedy = not temperature  # None or 0
+    sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": 1.0,
+                                                    "top_k": 0}
+    completions: list[str] = []
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False):
+                batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
+                                  add_special_tokens=False).to(device)
+                context = contextlib.nullcontext()
+                if steering is not None:
+                    injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"],
+                                                  control=control)
+                    context = steering.context(model, injected, "eval")
+                with context:
+                    out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                         **sampling)
+                completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return completions

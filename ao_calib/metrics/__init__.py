@@ -1,1 +1,0 @@
-"""Evaluation metrics, named by component."""

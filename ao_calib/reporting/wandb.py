@@ -1,0 +1,52 @@
+"""Weights & Biases for ``logger=wandb``, beside the local files; a wandb failure never stops a run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+def init_wandb(cfg: DictConfig, run_dir: Path) -> str | None:
+    """Starts wandb for ``logger=wandb``; never blocks the run: on any failure it warns and returns None."""
+    if cfg.logger.name != "wandb":
+        return None
+    mode = cfg.logger.mode
+    if mode == "auto":
+        mode = "online" if _wandb_credentials() else "offline"
+    try:
+        import wandb
+
+        run = wandb.init(
+            project=cfg.logger.project, entity=cfg.logger.entity, name=cfg.run_name, dir=str(run_dir),
+            mode=mode, tags=list(cfg.logger.tags), config=OmegaConf.to_container(cfg, resolve=True),
+            settings=wandb.Settings(init_timeout=cfg.logger.init_timeout_s, silent=True),
+        )
+        log.info("wandb %s run %s", mode, run.id)
+        return run.id
+    except Exception as exc:  # noqa: BLE001 -- any wandb failure must not stop training
+        log.warning("wandb could not start (%s: %s); continuing with local logs only", type(exc).__name__, exc)
+        return None
+
+
+def _wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def finish_wandb() -> None:
+    try:
+        if "wandb" in sys.modules:
+            import wandb
+
+            if wandb.run is not None:
+                wandb.finish()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("wandb.finish failed: %s", exc)

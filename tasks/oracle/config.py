@@ -1,0 +1,77 @@
+"""``task=oracle`` settings (``cfg.task``); every default is stated here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ao_calib.calibration import CalibrationConfig
+from ao_calib.config import TaskConfig
+
+
+@dataclass
+class OracleGeneratedDataConfig:
+    """The offline generator of prompts with known yes/no answers (ao_calib_tasks.oracle.generate)."""
+
+    n_train_prompts: int = 400
+    n_test_prompts: int = 100
+    questions_per_prompt: int = 3
+    kinds: list[str] = field(default_factory=lambda: ["topic", "mood", "city"])
+    seed: int = 0
+
+
+@dataclass
+class OracleDataConfig:
+    # WildChat oracle-questions (the hub id ceselder/wildchat-oracle-questions, or a local JSON/JSONL file of that
+    # format): answers are unknown, so an LLM judge (judge=litellm or judge=local) scores them. Takes precedence
+    # over train_path/test_path.
+    path: Optional[str] = None
+    strict: bool = False  # stop at the first bad row instead of reporting and skipping it
+    test_fraction: float = 0.1  # prompts held out from `path` for evaluation
+    # JSONL rows with prompt, question and answer ("Yes"/"No"); null -> generated data
+    train_path: Optional[str] = None
+    test_path: Optional[str] = None
+    generate: OracleGeneratedDataConfig = field(default_factory=OracleGeneratedDataConfig)
+    max_train_samples: Optional[int] = None
+
+
+@dataclass
+class OracleActivationsConfig:
+    """Which activations of the target prompt the oracle reads (see ao_calib.steering.activations.PositionRule)."""
+
+    positions: str = "last_k"  # last_k | window | full
+    k: int = 10
+    window_min: int = 1
+    window_max: int = 10
+    batch_size: int = 16
+    cache: bool = True  # safetensors under paths.cache_dir/activations, shared by every run and sweep job
+
+
+@dataclass
+class ClassificationEvalConfig:
+    """The reference's yes/no classification suite (ao_calib_tasks.oracle.classification), scored for accuracy and
+    calibration in every oracle evaluation when enabled."""
+
+    enabled: bool = False
+    datasets: list[str] = field(default_factory=lambda: ["geometry_of_truth", "relations", "sst2", "md_gender", "snli",
+                                                         "ag_news", "ner", "tense", "singular_plural"])
+    data_dir: Optional[str] = None  # the reference repo's data files (gmt/, relations/, tense/, ...)
+    n_per_dataset: int = 250
+    seed: int = 0
+
+
+@dataclass
+class OracleTaskConfig(TaskConfig):
+    # Activations are read at these depths (percent of the decoder layers); 25/50/75 as in the reference.
+    layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
+    data: OracleDataConfig = field(default_factory=OracleDataConfig)
+    activations: OracleActivationsConfig = field(default_factory=OracleActivationsConfig)
+    injection_layer: int = 1  # the reference injects at the output of decoder layer 1
+    steering_coefficient: float = 1.0
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    # SFT targets carry a confidence drawn from these, independent of correctness: the warm-up teaches the
+    # format, and calibration is left to GRPO.
+    sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
+    # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
+    eval_control: bool = True
+    classification: ClassificationEvalConfig = field(default_factory=ClassificationEvalConfig)

@@ -1,0 +1,148 @@
+"""A task and a judge from a package outside this repository plug in by config alone (``_target_`` and
+``hydra.searchpath``) and run end to end through ``python -m ao_calib.run``, with no edit to ao_calib."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+FILES = {
+    "my_pkg/__init__.py": "",
+    "my_pkg/conf/__init__.py": "",
+    "my_pkg/task.py": '''
+        from dataclasses import dataclass
+
+        import datasets
+
+        from ao_calib.config import TaskConfig
+        from ao_calib.rewards import completion_text
+        from ao_calib.task_api import Task, TaskData
+
+
+        @dataclass
+        class GreetConfig(TaskConfig):
+            n_rows: int = 16
+            word: str = "hello"
+
+
+        class GreetTask(Task):
+            """Rewards completions that contain the configured word."""
+
+            config_class = GreetConfig
+            headline_metric = "says_word"
+
+            def build_data(self, tokenizer, model):
+                rows = [{"prompt": [{"role": "user", "content": f"Say {self.cfg.task.word}, number {i}."}]}
+                        for i in range(self.cfg.task.n_rows)]
+                data = datasets.Dataset.from_list(rows)
+                return TaskData(train=data, test=data.select(range(4)))
+
+            def reward_functions(self):
+                word = self.cfg.task.word
+
+                def says_word(completions, **_):
+                    return [float(word in completion_text(c)) for c in completions]
+
+                return {"says_word": says_word}
+
+            def score(self, completion, row):
+                return {"says_word": float(self.cfg.task.word in completion)}
+    ''',
+    "my_pkg/judge.py": '''
+        from dataclasses import dataclass
+
+        from ao_calib.config import PluginConfig
+        from ao_calib.judges import Judge
+
+
+        @dataclass
+        class WordCountJudgeConfig(PluginConfig):
+            min_words: int = 1
+
+
+        class WordCountJudge(Judge):
+            """Informative means at least ``min_words`` words, whatever they say."""
+
+            config_class = WordCountJudgeConfig
+
+            def __init__(self, min_words):
+                super().__init__()
+                self.min_words = min_words
+
+            @classmethod
+            def from_config(cls, cfg, context):
+                return cls(cfg.min_words)
+
+            async def score(self, items):
+                self.stats.calls += len(items)
+                return [1.0 if len(item.answer.split()) >= self.min_words else 0.0 for item in items]
+    ''',
+    "my_pkg/conf/task/greet.yaml": '''
+        _target_: my_pkg.task.GreetTask
+        name: greet
+        word: hi
+    ''',
+    "my_pkg/conf/reward/greet.yaml": '''
+        defaults:
+          - reward_schema
+        name: greet
+        weights:
+          says_word: 1.0
+    ''',
+    "my_pkg/conf/judge/word_count.yaml": '''
+        _target_: my_pkg.judge.WordCountJudge
+        name: word_count
+        min_words: 2
+    ''',
+}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("outside_repo")
+    for name, text in FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def run(package: Path, *overrides: str):
+    return run_cli("ao_calib.run", "hydra.searchpath=[pkg://my_pkg.conf]", *overrides,
+                   env={"PYTHONPATH": str(package)})
+
+
+@pytest.mark.slow
+def test_a_task_from_another_package_trains_and_evaluates(package, tmp_path):
+    out = tmp_path / "run"
+    result = run(package, "task=greet", "model=tiny_qwen3", "trainer.max_steps=2", "trainer.batch_size=2",
+                 "trainer.num_generations=2", "trainer.max_completion_length=8", "trainer.save_steps=100",
+                 "eval.num_samples=4", "eval.initial=false", f"hydra.run.dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert json.loads((out / "eval.json").read_text())["task"] == "greet"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("rewards/says_word/mean" in row for row in rows)
+    config = (out / "config.yaml").read_text()
+    assert "n_rows: 16" in config and "word: hi" in config  # the schema's default and the YAML's setting
+
+
+def test_a_misspelt_key_of_an_outside_task_is_named(package, tmp_path):
+    result = run(package, "task=greet", "model=tiny_qwen3", "+task.n_rowz=3", f"hydra.run.dir={tmp_path / 'x'}")
+    assert result.returncode == 2 and "task.n_rowz" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_judge_from_another_package_scores_the_oracle(package, tmp_path):
+    out = tmp_path / "run"
+    result = run(package, "experiment=oracle_tiny", "judge=word_count", "warmup.max_steps=2", "trainer.max_steps=1",
+                 "eval.enabled=false", f"hydra.run.dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["judge"]["judge/calls"] > 0
