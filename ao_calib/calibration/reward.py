@@ -7,10 +7,11 @@ from __future__ import annotations
 import inspect
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ao_calib.calibration.contract import EpistemicStatus, parse_epistemic_status
+from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
+from ao_calib.config import TaskConfig
 from ao_calib.rewards import completion_text
 
 
@@ -23,6 +24,15 @@ class CalibrationConfig:
     # notes' rule (confidence 50 in the formula), under which a broken tag beats a confidently wrong answer, and
     # GRPO learns to drop the tag.
     unparsed_margin: Optional[float] = 0.5
+
+
+@dataclass
+class StatedConfidenceTaskConfig(TaskConfig):
+    """Base schema of a task whose reward mix may train a stated confidence it was never taught (function calling,
+    tool JSON): the rule, and the instruction appended to each prompt asking for the tag when it does."""
+
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    confidence_instruction: str = CONFIDENCE_INSTRUCTION
 
 
 def calibration_reward(informativeness: float, confidence: float, lam: float) -> float:

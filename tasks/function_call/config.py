@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ao_calib.calibration import CONFIDENCE_INSTRUCTION, CalibrationConfig
-from ao_calib.config import TaskConfig
+from ao_calib.calibration import StatedConfidenceTaskConfig
 
 
 @dataclass
@@ -28,9 +27,7 @@ class FunctionCallDataConfig:
 
 
 @dataclass
-class FunctionCallTaskConfig(TaskConfig):
+class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
+    """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
+
     data: FunctionCallDataConfig = field(default_factory=FunctionCallDataConfig)
-    # Used when the reward mix trains a stated confidence (reward=calibrated_function_call): the rule, and the
-    # instruction appended to each prompt asking for the tag.
-    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
-    confidence_instruction: str = CONFIDENCE_INSTRUCTION

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ao_calib.calibration import CONFIDENCE_INSTRUCTION, CalibrationConfig
-from ao_calib.config import TaskConfig
+from ao_calib.calibration import StatedConfidenceTaskConfig
 
 
 @dataclass
@@ -28,8 +27,7 @@ class ToolJsonDataConfig:
 
 
 @dataclass
-class ToolJsonTaskConfig(TaskConfig):
+class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
+    """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
+
     data: ToolJsonDataConfig = field(default_factory=ToolJsonDataConfig)
-    # Used when the reward mix trains a stated confidence (reward=calibrated_tool_json).
-    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
-    confidence_instruction: str = CONFIDENCE_INSTRUCTION
