@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 class SweepSummaryCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from ao_calib.report import write_report
+        from ao_calib.reporting.report import write_report
 
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
