@@ -25,7 +25,7 @@ from ao_calib.errors import AOCalibError
 
 @dataclass
 class LoraConfig:
-    """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers (the seed's --lora-layers)."""
+    """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers (the design note's --lora-layers)."""
 
     rank: int = 64
     alpha: int = 128
@@ -151,7 +151,7 @@ class TrainerConfig:
 class OnlineTrainerConfig(TrainerConfig):
     """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets."""
 
-    batch_size: int = 4  # prompts per generation batch (seed --batch-size)
+    batch_size: int = 4  # prompts per generation batch (design note: --batch-size)
     micro_batch_size: Optional[int] = None  # completions per forward/backward; null = the whole step at once
     max_completion_length: int = 256
     temperature: float = 0.7
@@ -164,7 +164,7 @@ class OnlineTrainerConfig(TrainerConfig):
 class GroupTrainerConfig(OnlineTrainerConfig):
     """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO)."""
 
-    num_generations: int = 8  # completions per prompt, the group (seed --group-size)
+    num_generations: int = 8  # completions per prompt, the group (design note: --group-size)
     beta: float = 0.1  # KL coefficient against the reference (adapter-free model, or a copy of a loaded adapter)
     epsilon: float = 0.2
     epsilon_high: Optional[float] = None  # null -> same as epsilon
@@ -174,7 +174,7 @@ class GroupTrainerConfig(OnlineTrainerConfig):
 
 @dataclass
 class GRPOTrainerConfig(GroupTrainerConfig):
-    """GRPO (TRL GRPOTrainer). Names follow the function-calling seed's CLI where it has one."""
+    """GRPO (TRL GRPOTrainer). Names follow the function-calling design note's CLI where it has one."""
 
     _target_: str = "ao_calib.trainers.grpo.build_grpo_trainer"
     name: str = "grpo"
@@ -260,7 +260,7 @@ class PathsConfig:
 @dataclass
 class EvalConfig:
     enabled: bool = True
-    initial: bool = True  # also evaluate before training (the seed's --no_initial_eval is eval.initial=false)
+    initial: bool = True  # also evaluate before training (the design note's --no_initial_eval is eval.initial=false)
     after_warmup: bool = True  # evaluate after the warm-up stage too (eval_warmup.json)
     every_steps: Optional[int] = None  # also evaluate during training (val/<metric> in metrics.jsonl)
     during_num_samples: int = 50  # held-out samples for those evaluations

@@ -90,7 +90,7 @@ class RewardScheduleCallback(TrainerCallback):
 
 
 class PeriodicEvalCallback(TrainerCallback):
-    """Held-out evaluation every ``every`` optimiser steps (the seed's "validation every 200 steps"); its metrics
+    """Held-out evaluation every ``every`` optimiser steps (the design note's "validation every 200 steps"); its metrics
     are logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike."""
 
     def __init__(self, evaluate_fn: Callable[[str], dict], every: int):

@@ -1,4 +1,4 @@
-"""Oracle data files: labelled yes/no rows, and the WildChat oracle-questions format of the seed."""
+"""Oracle data files: labelled yes/no rows, and the WildChat oracle-questions format of the design note."""
 
 from __future__ import annotations
 
