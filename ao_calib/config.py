@@ -376,6 +376,12 @@ def validate_plugins(cfg) -> None:
                                "prints the config)") from None
         with open_dict(cfg):
             cfg[group] = typed
+        try:  # builds the dataclasses once, so their __post_init__ range checks run before any model loads
+            OmegaConf.to_object(cfg[group])
+        except OmegaConfBaseException:
+            pass  # an unresolvable value is reported where it is used, with its own message
+        except ValueError as exc:
+            raise AOCalibError(f"{group}.{exc}") from None
 
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"

@@ -106,6 +106,9 @@ class RunDir:
     def reliability_plot(self, tag: str = FINAL) -> Path:
         return self.path / f"reliability_{tag}.png"
 
+    def risk_coverage_plot(self, tag: str = FINAL) -> Path:
+        return self.path / f"risk_coverage_{tag}.png"
+
     def curves_plot(self) -> Path:
         return self.path / self.PLOTS / "training_curves.png"
 

@@ -89,14 +89,29 @@ class Task(ABC):
         metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
         metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
         if self.calibrated and records:
-            from ao_calib.calibration.metrics import calibration_summary, plot_reliability_diagram
-
             conf = [r["scores"]["confidence"] for r in records]
-            correct = [r["scores"][self.headline_metric] for r in records]
-            summary = calibration_summary(conf, correct)
-            metrics.update({k: summary[k] for k in ("ece", "mce", "brier")})
-            plot_reliability_diagram(conf, correct, run_dir.reliability_plot(tag))
+            metrics.update({k: v for k, v in self.calibration_metrics(records, conf, [
+                r["scores"][self.headline_metric] for r in records], run_dir, tag).items() if k != "accuracy"})
         return metrics
+
+    def calibration_metrics(self, records: list[dict], confidences, outcomes, run_dir: RunDir, tag: str
+                            ) -> dict[str, float]:
+        """Every per-example calibration figure (``ao_calib.calibration.metrics.calibration_report``), the
+        headroom over the question kinds when records carry several, and the reliability and risk-coverage
+        plots of this evaluation."""
+        from ao_calib.calibration import metrics as cm
+
+        report = cm.calibration_report(confidences, outcomes)
+        kinds = [r.get("kind") for r in records]
+        if None not in kinds and len(set(kinds)) > 1:
+            report.update(cm.kind_headroom(outcomes, kinds))
+        if records:
+            cm.plot_reliability_diagram(confidences, outcomes, run_dir.reliability_plot(tag), title=(
+                f"{tag}: acc {report['accuracy']:.3f}, AUROC {report['auroc']:.3f}, ECE {report['ece']:.3f} "
+                f"(n={len(records)})"))
+            cm.plot_risk_coverage(confidences, outcomes, run_dir.risk_coverage_plot(tag), title=(
+                f"{tag}: AURC {report['aurc']:.3f}, selective acc@50% {report['selective_accuracy@50']:.3f}"))
+        return report
 
     @abstractmethod
     def reward_functions(self) -> dict[str, RewardFn]:

@@ -1,8 +1,17 @@
-"""Does the tiny oracle learn? Runs ``experiment=quickstart`` (SFT warm-up -> GRPO calibration -> eval) for a few
-seeds and tabulates held-out accuracy with the right activations and with other prompts' (the control), ECE and
-Brier after SFT and after GRPO.
+"""Does the tiny oracle learn *when* it knows? Runs ``experiment=quickstart`` (the mixed-difficulty test bed: SFT
+warm-up -> GRPO on the calibration reward -> evaluation) for several seeds and puts four confidences side by side
+on the same held-out rows:
 
-    python -m bench.oracle_learning [--seeds 0 1 2] [--write BENCHMARKS.md]
+(a) the warmed-up oracle's stated confidence, before GRPO;
+(b) a constant confidence equal to the oracle's accuracy on a calibration split (fresh prompts from the training
+    distribution, used by neither training nor the held-out evaluation);
+(c) the classical baseline: the probability the GRPO-trained oracle gives its own yes/no answer, Platt-scaled
+    and, separately, temperature-scaled on that calibration split;
+(d) the GRPO-trained oracle's stated confidence (SFT + GRPO).
+
+(b), (c) and (d) score the same answers, so they differ only in the confidence.
+
+    python -m bench.oracle_learning [--seeds 0 1 2] [--calibration-prompts 100] [--write BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -16,50 +25,129 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.report import device_name, update_benchmarks
-
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = (("SFT", "eval_warmup.json"), ("SFT+GRPO", "eval.json"))
+COLUMNS = (("accuracy", "acc"), ("control", "control"), ("auroc", "AUROC"), ("ece", "ECE"), ("brier", "Brier"),
+           ("reliability", "rel"), ("resolution", "res"), ("confidence_std", "conf std"),
+           ("selective_accuracy@50", "sel acc @50%"), ("selective_accuracy@80", "sel acc @80%"))
 
 
-def run(seed: int, out: Path) -> tuple[dict, float]:
+def train(seed: int, out: Path, overrides: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "ao_calib.run", "experiment=quickstart", f"warmup.seed={seed}",
-                    f"trainer.seed={seed}", f"hydra.run.dir={out}"], cwd=ROOT, check=True, capture_output=True)
-    results = {}
-    for stage, name in STAGES:
-        report = json.loads((out / name).read_text())
-        results[stage] = {**report["metrics"], "control_accuracy": report["variants"]["control"]["accuracy"],
-                          "n": report["num_samples"]}
-    return results, time.perf_counter() - start
+                    f"trainer.seed={seed}", f"task.data.generate.seed={seed}", f"hydra.run.dir={out}", *overrides],
+                   cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dict]:
+    """Every confidence of the docstring on the run's held-out rows, and the headroom of the test bed."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.calibration.metrics import calibration_report, kind_headroom
+    from ao_calib.calibration.recalibration import PlattScaling, TemperatureScaling
+    from ao_calib.config import load_run_config
+    from ao_calib.evaluation.generation import generate_completions
+    from ao_calib.run_dir import RunDir
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.baselines import fresh_rows, own_answer_probabilities
+
+    run_dir = RunDir(run)
+    cfg = load_run_config(run_dir.config)
+    task = build_task(cfg)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source)
+    model = models.load_trained_model(cfg.model, source, run_dir.adapter)
+    data = task.build_data(tokenizer, model)
+    template = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
+
+    def reports(tag: str) -> dict:
+        report = json.loads(run_dir.eval_report(tag).read_text())
+        return {**report["metrics"], "control": report["variants"]["control"]["accuracy"]}
+
+    records = [json.loads(line) for line in run_dir.predictions().read_text().splitlines()]
+    test_rows = data.test.select(range(len(records))).to_list()
+    correct = [r["scores"]["correct"] for r in records]
+
+    gen = cfg.task.data.generate
+    seen = set(data.train["source_prompt"]) | set(data.test["source_prompt"])
+    calib_rows = task.oracle_rows(fresh_rows(calibration_prompts, gen.questions_per_prompt, list(gen.kinds),
+                                             seed=10_000 + gen.seed, exclude=seen), tokenizer, model)
+    calib_completions = generate_completions(model, tokenizer, calib_rows, chat_template_kwargs=template,
+                                             max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
+                                             steering=task.steering(), desc="calibration split")
+    calib_correct = [task.score(c, r)["correct"] for c, r in zip(calib_completions, calib_rows)]
+    calib_p = own_answer_probabilities(model, tokenizer, calib_rows, calib_completions, task.steering(),
+                                       chat_template_kwargs=template)
+    test_p = own_answer_probabilities(model, tokenizer, test_rows, [r["completion"] for r in records],
+                                      task.steering(), chat_template_kwargs=template)
+
+    final = reports("final")
+    control = {"control": final["control"]}
+    constant = statistics.fmean(calib_correct)
+    table = {
+        "(a) warm-up, stated": reports("warmup"),
+        "(b) constant = calibration-split accuracy": {**calibration_report([constant] * len(correct), correct),
+                                                      **control},
+        "(c) own-answer probability, raw": {**calibration_report(test_p, correct), **control},
+        "(c) own-answer probability, Platt": {
+            **calibration_report(PlattScaling.fit(calib_p, calib_correct)(test_p), correct), **control},
+        "(c) own-answer probability, temperature": {
+            **calibration_report(TemperatureScaling.fit(calib_p, calib_correct)(test_p), correct), **control},
+        "(d) SFT+GRPO, stated": final,
+    }
+    headroom = kind_headroom(correct, [r["kind"] for r in test_rows])
+    return table, headroom
+
+
+def markdown(results: dict[int, tuple[dict, dict]]) -> list[str]:
+    lines = ["| seed | confidence | " + " | ".join(head for _, head in COLUMNS) + " |",
+             "|---|---|" + "---|" * len(COLUMNS)]
+    names = list(next(iter(results.values()))[0])
+    for name in names:
+        for seed, (table, _) in results.items():
+            m = table[name]
+            lines.append(f"| {seed} | {name} | " + " | ".join(f"{m.get(k, float('nan')):.3f}" for k, _ in COLUMNS)
+                         + " |")
+        mean = {k: statistics.fmean(table[name].get(k, float("nan")) for table, _ in results.values())
+                for k, _ in COLUMNS}
+        lines.append(f"| **mean** | **{name}** | " + " | ".join(f"{v:.3f}" for v in mean.values()) + " |")
+    lines += ["", "| seed | accuracy by kind | best-constant Brier | per-kind Brier | headroom |", "|---|---|---|---|---|"]
+    for seed, (_, h) in results.items():
+        kinds = ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in h.items() if k.startswith("accuracy_kind/"))
+        lines.append(f"| {seed} | {kinds} | {h['brier_best_constant']:.3f} | {h['brier_per_kind']:.3f} | "
+                     f"{h['headroom']:.3f} |")
+    return lines
 
 
 def main() -> None:
+    from bench.report import device_name, update_benchmarks
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--calibration-prompts", type=int, default=100)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("overrides", nargs="*", help="extra overrides for every run (an ablation)")
     args = parser.parse_args()
-    rows, walls = [], []
+    results, walls = {}, []
     with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp)
         for seed in args.seeds:
-            results, wall = run(seed, Path(tmp) / f"seed{seed}")
-            walls.append(wall)
-            for stage, _ in STAGES:
-                m = results[stage]
-                rows.append(f"| {seed} | {stage} | {m['accuracy']:.3f} | {m['control_accuracy']:.3f} | "
-                            f"{m['ece']:.3f} | {m['brier']:.3f} | {m['mean_confidence']:.3f} | {m['n']} |")
-                print(rows[-1], flush=True)
+            out = root / f"seed{seed}"
+            walls.append(train(seed, out, args.overrides))
+            results[seed] = baselines(out, args.calibration_prompts)
+            print("\n".join(markdown({seed: results[seed]})), flush=True)
+    lines = markdown(results)
+    print("\n".join(lines))
     print(f"wall time per run: {statistics.fmean(walls):.0f} s")
     if args.write:
         update_benchmarks(args.write, "oracle_learning", [
-            "| seed | checkpoint | accuracy (own activations) | accuracy (other prompts' activations) | ECE | Brier "
-            "| mean confidence | held-out questions |",
-            "|---|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-            f"Wall time per `experiment=quickstart` run (SFT, GRPO, four evaluations): "
-            f"{statistics.fmean(walls):.0f} s on {device_name()}.",
-        ], command="python -m bench.oracle_learning --write BENCHMARKS.md")
+            *lines, "",
+            f"Wall time per `experiment=quickstart` run (SFT, GRPO, three evaluations with controls): "
+            f"{statistics.fmean(walls):.0f} s on {device_name()}; overrides: {args.overrides or 'none'}.",
+        ], command="python -m bench.oracle_learning --write BENCHMARKS.md"
+                   + (" " + " ".join(args.overrides) if args.overrides else ""))
 
 
 if __name__ == "__main__":

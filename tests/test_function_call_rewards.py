@@ -248,10 +248,10 @@ def test_calibrated_overall_uses_the_task_score_as_informativeness():
 
     from ao_calib.calibration import CalibrationConfig
 
-    reward = make_calibrated_overall(CalibrationConfig(lam=0.5, unparsed_margin=0.5))
+    reward = make_calibrated_overall(CalibrationConfig(lam=0.5, untagged_penalty=0.5))
     answer = "calculate_factorial(n=5)"
     right = "[epistemic status: 90] calculate_factorial(n=5)"
     wrong = "[epistemic status: 90] reverse_words(text=\"hi\")"
     untagged = "calculate_factorial(n=5)"
     assert score_completion(right, answer)["tool_call_exact"] == 1.0  # the tag is set aside before parsing
-    assert reward(completions=[right, wrong, untagged], answer=answer) == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, -1.0])
+    assert reward(completions=[right, wrong, untagged], answer=answer) == pytest.approx([1 - 0.5 * 0.1**2, 0 - 0.5 * 0.9**2, 1 - 0.5 * 0.5**2 - 0.5])

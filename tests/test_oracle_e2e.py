@@ -13,9 +13,18 @@ from tests.test_e2e import assert_ok, read_jsonl
 def test_oracle_pipeline_run_directory(tmp_path):
     out = tmp_path / "oracle"
     fixtures = Path(__file__).parent / "fixtures" / "ao_classification"
-    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
-                      f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
-                      "task.classification.datasets=[geometry_of_truth,tense,sst2]", f"hydra.run.dir={out}"))
+    result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
+                     f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
+                     "task.classification.datasets=[geometry_of_truth,tense,sst2]", f"hydra.run.dir={out}")
+    assert_ok(result)
+    # The closing block: the table of every evaluation (per-example calibration columns included), then the files.
+    closing = result.stdout[result.stdout.rindex("=" * 72, 0, result.stdout.rindex("=" * 72)):]
+    header = next(line for line in closing.splitlines() if line.strip().startswith("evaluation"))
+    for column in ("acc", "control", "AUROC", "ECE", "Brier", "rel", "res", "conf std", "sel@50%"):
+        assert column in header.split() or column in header, column
+    assert [line.split()[0] for line in closing.splitlines()[closing.splitlines().index(header) + 1:][:3]] == [
+        "initial", "warmup", "final"]
+    assert closing.index("evaluation") < closing.index("run directory:")
     classification = json.loads((out / "eval.json").read_text())["classification"]
     assert set(classification) == {"geometry_of_truth", "tense", "overall"}  # sst2 needs the hub: skipped
     assert classification["overall"]["n"] == 12 and 0 <= classification["overall"]["ece"] <= 1
@@ -26,13 +35,20 @@ def test_oracle_pipeline_run_directory(tmp_path):
     assert len(grpo) == 2
     for key in ("rewards/calibration/mean", "calibration/brier", "calibration/informativeness",
                 "calibration/confidence_mean", "calibration/confidence_std", "advantage_std",
-                "calibration/answer_length", "calibration/parse_failure_rate", "kl"):
+                "calibration/answer_length", "calibration/parse_failure_rate", "calibration/resolution",
+                "calibration/ece", "kl"):
         assert key in grpo[-1], key
     for tag in ("warmup", "final"):
         report = json.loads((out / ("eval.json" if tag == "final" else f"eval_{tag}.json")).read_text())
-        assert {"accuracy", "ece", "mce", "brier", "parse_rate"} <= report["metrics"].keys()
+        assert {"accuracy", "auroc", "ece", "ece_equal_mass", "mce", "brier", "brier_binned", "reliability",
+                "resolution", "uncertainty", "confidence_std", "aurc", "selective_accuracy@50",
+                "selective_accuracy@80", "parse_rate"} <= report["metrics"].keys()
+        m = report["metrics"]
+        assert abs(m["reliability"] - m["resolution"] + m["uncertainty"] - m["brier_binned"]) < 1e-9
+        assert sum(report["confidence_histogram"]["counts"]) == report["num_samples"]
         assert "control" in report["variants"]
-        assert (out / f"reliability_{tag}.png").read_bytes()[:4] == b"\x89PNG"
+        for plot in (f"reliability_{tag}.png", f"risk_coverage_{tag}.png"):
+            assert (out / plot).read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "brier" in summary["eval_metrics"]
     assert summary["judge"]["judge/calls"] > 0 and "alerts" in summary

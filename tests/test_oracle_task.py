@@ -58,7 +58,7 @@ def test_label_judge_scores_right_wrong_and_masks_unlabelled():
 
 def test_calibration_reward_function_scores_and_logs():
     logged: dict[str, list] = {}
-    reward = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5, unparsed_margin=None))  # the design notes' rule
+    reward = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5))
     completions = [[{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
                    [{"role": "assistant", "content": "[epistemic status: 90] Yes"}],
                    [{"role": "assistant", "content": "unsure, no tag"}]]
@@ -70,12 +70,17 @@ def test_calibration_reward_function_scores_and_logs():
     assert logged["calibration/informativeness"] == [pytest.approx(1 / 3)]
     assert logged["calibration/confidence_mean"] == [pytest.approx((0.9 + 0.9 + 0.5) / 3)]
     assert logged["calibration/brier"] == [pytest.approx((0.01 + 0.81 + 0.25) / 3)]
-    # The default scores an untagged completion below every tagged one (here -0.5 - 0.5), so dropping the tag
-    # never pays better than a confidently wrong answer (-0.405).
-    strict = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5))
-    out = asyncio.run(strict(prompts=None, completions=completions, answer=["Yes", "No", "No"], question=["q"] * 3,
-                             source_prompt=["p"] * 3))
-    assert out == pytest.approx([0.995, -0.405, -1.0])
+    # the right answer (0.9) ties one wrong answer (0.9) and beats the other (0.5)
+    assert logged["calibration/auroc"] == [pytest.approx(0.75)]
+    assert logged["calibration/resolution"] == [pytest.approx(2 / 3 * (0.5 - 1 / 3) ** 2 + 1 / 3 * (1 / 3) ** 2)]
+    # An untagged answer is scored at confidence 50, so the judge's verdict still moves it; the penalty shifts it
+    # by exactly its value and leaves tagged answers alone.
+    untagged = [[{"role": "assistant", "content": "Yes"}]] * 2
+    for penalty in (0.0, 0.3):
+        rule = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5, untagged_penalty=penalty))
+        out = asyncio.run(rule(prompts=None, completions=completions[:2] + untagged, answer=["Yes", "No", "Yes", "No"],
+                               question=["q"] * 4, source_prompt=["p"] * 4))
+        assert out == pytest.approx([0.995, -0.405, 1 - 0.125 - penalty, -0.125 - penalty])
 
 
 def test_labelled_loader_names_row_and_field(tmp_path):

@@ -22,8 +22,11 @@ def calibration_alerts(cfg) -> list[Alert]:
         return None
 
     return [
-        Alert("confidence_collapse", "confidence std {value:.3f} < {threshold}: confidences collapsed to one value",
+        Alert("confidence_collapse", "confidence std {value:.3f} < {threshold}: confidences collapsed to one value, "
+                                     "which cannot tell right from wrong (AUROC 0.5); lower trainer.lr, raise "
+                                     "trainer.beta or trainer.temperature",
               below("calibration/confidence_std", cfg.confidence_std_below)),
         Alert("vague_answers", "mean answer length fell to {value:.0%} of its start (< {threshold:.0%}): "
-                               "vague-answer exploit?", shrinking),
+                               "vague-answer exploit? Read completions.jsonl; raise "
+                               "task.calibration.lam if answers hedge", shrinking),
     ]

@@ -1,7 +1,15 @@
-"""Calibration metrics over confidences in [0, 1] and 0/1 correctness.
+"""Per-example calibration metrics: does a stated confidence tell right answers from wrong ones?
 
-Bins are equal-width over [0, 1]: bin i holds confidences in [i/n, (i+1)/n), and the top bin is closed, so a
-confidence of exactly 1.0 falls in the last bin.
+Every figure takes confidences in [0, 1] and outcomes: 0/1 correctness, or a continuous score in [0, 1] (a judge's
+informativeness), which counts as correct at ``CORRECT_AT`` or above. One call, ``calibration_report``, gives all
+of them; training logs, evaluation, the report and wandb read the same names from it.
+
+Conventions:
+- Equal-width bins: bin i holds confidences in [i/n, (i+1)/n); the top bin is closed, so 1.0 falls in it.
+- Equal-mass bins: edges at the confidence quantiles; equal confidences always share a bin.
+- Ties in confidence are broken at random in the ranking figures (AUROC, risk–coverage), and each figure is the
+  expectation over those tie-breaks, so a constant confidence gets AUROC 0.5 and a flat risk–coverage curve
+  whatever the row order.
 """
 
 from __future__ import annotations
@@ -10,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+CORRECT_AT = 0.5  # a continuous score at or above this counts as a correct answer
+SELECTIVE_COVERAGES = (0.5, 0.8)
 
 
 @dataclass(frozen=True)
@@ -21,20 +32,43 @@ class ReliabilityBin:
     accuracy: float | None
 
 
-def _arrays(confidences: Sequence[float], correct: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _arrays(confidences: Sequence[float], outcomes: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     conf = np.asarray(confidences, dtype=float)
-    corr = np.asarray(correct, dtype=float)
-    if conf.shape != corr.shape or conf.ndim != 1:
-        raise ValueError(f"confidences {conf.shape} and correct {corr.shape} must be equal-length 1-D sequences")
-    if conf.size and (conf.min() < 0 or conf.max() > 1):
+    out = np.asarray(outcomes, dtype=float)
+    if conf.shape != out.shape or conf.ndim != 1:
+        raise ValueError(f"confidences {conf.shape} and outcomes {out.shape} must be equal-length 1-D sequences")
+    if conf.size and (np.isnan(conf).any() or conf.min() < 0 or conf.max() > 1):
         raise ValueError("confidences must lie in [0, 1]")
-    return conf, corr
+    if out.size and (np.isnan(out).any() or out.min() < 0 or out.max() > 1):
+        raise ValueError("outcomes must lie in [0, 1]")
+    return conf, out
+
+
+def binarize(outcomes: Sequence[float]) -> np.ndarray:
+    """0/1 correctness from outcomes in [0, 1] (a 0/1 outcome is unchanged)."""
+    return (np.asarray(outcomes, dtype=float) >= CORRECT_AT).astype(float)
+
+
+# ----------------------------------------------------------------------------------------------- binning
+
+def equal_width_index(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    # the small nudge keeps a confidence on a bin edge (0.7 stated as 70/100) in the bin it opens
+    return np.minimum(np.floor(conf * n_bins + 1e-9).astype(int), n_bins - 1)
+
+
+def equal_mass_index(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    """Bins of about equal count, cut at confidence quantiles; a run of equal confidences is never split."""
+    if not conf.size:
+        return np.zeros(0, dtype=int)
+    inner = np.unique(np.quantile(conf, np.linspace(0, 1, n_bins + 1)[1:-1], method="higher"))
+    return np.searchsorted(inner, conf, side="right")
 
 
 def reliability_bins(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10
                      ) -> list[ReliabilityBin]:
+    """Equal-width bins with each bin's count, mean confidence and accuracy (None when empty)."""
     conf, corr = _arrays(confidences, correct)
-    index = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    index = equal_width_index(conf, n_bins)
     bins = []
     for i in range(n_bins):
         mask = index == i
@@ -44,55 +78,239 @@ def reliability_bins(confidences: Sequence[float], correct: Sequence[float], n_b
     return bins
 
 
-def expected_calibration_error(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10) -> float:
-    """Σ_bins (n_bin / N)·|accuracy_bin − mean confidence_bin|."""
-    bins = reliability_bins(confidences, correct, n_bins)
-    total = sum(b.count for b in bins)
-    if total == 0:
+def _bin_stats(conf: np.ndarray, corr: np.ndarray, index: np.ndarray):
+    """(weight n_k/N, mean confidence, accuracy) of each non-empty bin."""
+    ids, inverse, counts = np.unique(index, return_inverse=True, return_counts=True)
+    weight = counts / conf.size
+    mean_conf = np.bincount(inverse, weights=conf) / counts
+    accuracy = np.bincount(inverse, weights=corr) / counts
+    return weight, mean_conf, accuracy
+
+
+# ------------------------------------------------------------------------------------------- the figures
+
+def expected_calibration_error(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10,
+                               binning: str = "width") -> float:
+    """Σ_bins (n_k / N)·|accuracy_k − mean confidence_k|, over equal-width or equal-mass bins."""
+    conf, corr = _arrays(confidences, correct)
+    if not conf.size:
         return float("nan")
-    return sum(b.count / total * abs(b.accuracy - b.mean_confidence) for b in bins if b.count)
+    index = equal_width_index(conf, n_bins) if binning == "width" else equal_mass_index(conf, n_bins)
+    weight, mean_conf, accuracy = _bin_stats(conf, corr, index)
+    return float(np.sum(weight * np.abs(accuracy - mean_conf)))
 
 
 def max_calibration_error(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10) -> float:
-    """The largest |accuracy − mean confidence| over non-empty bins."""
-    gaps = [abs(b.accuracy - b.mean_confidence) for b in reliability_bins(confidences, correct, n_bins) if b.count]
-    return max(gaps) if gaps else float("nan")
-
-
-def brier_score(confidences: Sequence[float], correct: Sequence[float]) -> float:
+    """The largest |accuracy − mean confidence| over non-empty equal-width bins."""
     conf, corr = _arrays(confidences, correct)
-    return float(np.mean((conf - corr) ** 2)) if conf.size else float("nan")
+    if not conf.size:
+        return float("nan")
+    _, mean_conf, accuracy = _bin_stats(conf, corr, equal_width_index(conf, n_bins))
+    return float(np.max(np.abs(accuracy - mean_conf)))
 
 
-def calibration_summary(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10) -> dict:
-    return {
-        "accuracy": float(np.mean(correct)) if len(correct) else float("nan"),
-        "mean_confidence": float(np.mean(confidences)) if len(confidences) else float("nan"),
-        "ece": expected_calibration_error(confidences, correct, n_bins),
-        "mce": max_calibration_error(confidences, correct, n_bins),
-        "brier": brier_score(confidences, correct),
+def brier_score(confidences: Sequence[float], outcomes: Sequence[float]) -> float:
+    conf, out = _arrays(confidences, outcomes)
+    return float(np.mean((conf - out) ** 2)) if conf.size else float("nan")
+
+
+@dataclass(frozen=True)
+class MurphyDecomposition:
+    """Brier of the binned forecast = reliability − resolution + uncertainty (exactly; Murphy 1973).
+
+    The binned forecast replaces each confidence by its equal-width bin's mean confidence, so ``binned_brier``
+    differs from the plain Brier score by the spread of confidences inside each bin."""
+
+    reliability: float  # Σ (n_k/N)(mean confidence_k − accuracy_k)²: lower is better
+    resolution: float  # Σ (n_k/N)(accuracy_k − accuracy)²: how far the bins' accuracies spread; higher is better
+    uncertainty: float  # accuracy·(1 − accuracy): the Brier of always saying the base rate
+    binned_brier: float
+
+
+def murphy_decomposition(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10
+                         ) -> MurphyDecomposition:
+    conf, corr = _arrays(confidences, correct)
+    if not conf.size:
+        nan = float("nan")
+        return MurphyDecomposition(nan, nan, nan, nan)
+    index = equal_width_index(conf, n_bins)
+    weight, mean_conf, accuracy = _bin_stats(conf, corr, index)
+    base = corr.mean()
+    forecast = mean_conf[np.unique(index, return_inverse=True)[1]]
+    return MurphyDecomposition(reliability=float(np.sum(weight * (mean_conf - accuracy) ** 2)),
+                               resolution=float(np.sum(weight * (accuracy - base) ** 2)),
+                               uncertainty=float(base * (1 - base)),
+                               binned_brier=float(np.mean((forecast - corr) ** 2)))
+
+
+def _midranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, tied values sharing the mean of their ranks."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + 1 + ends) / 2.0)[inverse]
+
+
+def auroc(confidences: Sequence[float], correct: Sequence[float]) -> float:
+    """P(a correct row's confidence > a wrong row's), ties counting half (Mann–Whitney U / (n₁·n₀)).
+    NaN when every row is right or every row is wrong."""
+    conf, corr = _arrays(confidences, correct)
+    positive = corr >= CORRECT_AT
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    ranks = _midranks(conf)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def correlation(confidences: Sequence[float], scores: Sequence[float], method: str = "pearson") -> float:
+    """Pearson or Spearman correlation of confidence with a continuous score; NaN when either is constant."""
+    conf, out = _arrays(confidences, scores)
+    if conf.size < 2 or np.ptp(conf) == 0 or np.ptp(out) == 0:
+        return float("nan")
+    if method == "spearman":
+        conf, out = _midranks(conf), _midranks(out)
+    return float(np.corrcoef(conf, out)[0, 1])
+
+
+def risk_coverage(confidences: Sequence[float], correct: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Expected risk (error rate) of the k most confident rows, k = 1..N, against coverage k/N.
+
+    Rows are taken most confident first; inside a run of equal confidences the expected error of a random pick
+    is the run's error rate, so the curve is the expectation over tie-breaks."""
+    conf, corr = _arrays(confidences, correct)
+    n = conf.size
+    if not n:
+        return np.zeros(0), np.zeros(0)
+    errors = 1.0 - (corr >= CORRECT_AT)
+    values, inverse, counts = np.unique(-conf, return_inverse=True, return_counts=True)  # most confident first
+    run_errors = np.bincount(inverse, weights=errors)
+    run_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    errors_before = np.concatenate([[0.0], np.cumsum(run_errors)[:-1]])
+    k = np.arange(1, n + 1)
+    run = np.searchsorted(np.cumsum(counts), k, side="left")  # the run the k-th pick falls in
+    expected_errors = errors_before[run] + (k - run_start[run]) * run_errors[run] / counts[run]
+    return k / n, expected_errors / k
+
+
+def aurc(confidences: Sequence[float], correct: Sequence[float]) -> float:
+    """Area under the risk–coverage curve: the mean over k of the risk of the k most confident rows (lower is
+    better; a constant confidence gives the error rate)."""
+    _, risk = risk_coverage(confidences, correct)
+    return float(risk.mean()) if risk.size else float("nan")
+
+
+def selective_accuracy(confidences: Sequence[float], correct: Sequence[float], coverage: float) -> float:
+    """Accuracy of the most confident ``coverage`` fraction of rows (at least one row)."""
+    if not 0 < coverage <= 1:
+        raise ValueError(f"coverage must be in (0, 1], got {coverage}")
+    cov, risk = risk_coverage(confidences, correct)
+    if not risk.size:
+        return float("nan")
+    k = max(1, int(np.ceil(coverage * risk.size - 1e-9)))
+    return float(1.0 - risk[k - 1])
+
+
+def confidence_histogram(confidences: Sequence[float], n_bins: int = 10) -> list[int]:
+    conf, _ = _arrays(confidences, np.zeros(len(confidences)))
+    return np.bincount(equal_width_index(conf, n_bins), minlength=n_bins).tolist()
+
+
+def calibration_report(confidences: Sequence[float], outcomes: Sequence[float], n_bins: int = 10) -> dict:
+    """Every figure, by the names the logs, ``eval.json``, the report and wandb use. ``outcomes`` may be
+    continuous (a judge's informativeness): the ranking and binned figures use correctness (score ≥ 0.5), Brier
+    uses the score itself, and the correlations with the score are added."""
+    conf, out = _arrays(confidences, outcomes)
+    corr = binarize(out)
+    murphy = murphy_decomposition(conf, corr, n_bins)
+    continuous = bool(conf.size) and not np.array_equal(out, corr)
+    report = {
+        "accuracy": float(corr.mean()) if conf.size else float("nan"),
+        "mean_confidence": float(conf.mean()) if conf.size else float("nan"),
+        "confidence_std": float(conf.std()) if conf.size else float("nan"),
+        "auroc": auroc(conf, corr),
+        "ece": expected_calibration_error(conf, corr, n_bins, "width"),
+        "ece_equal_mass": expected_calibration_error(conf, corr, n_bins, "mass"),
+        "mce": max_calibration_error(conf, corr, n_bins),
+        "brier": brier_score(conf, out),
+        "brier_binned": murphy.binned_brier,
+        "reliability": murphy.reliability,
+        "resolution": murphy.resolution,
+        "uncertainty": murphy.uncertainty,
+        "aurc": aurc(conf, corr),
+        **{f"selective_accuracy@{round(c * 100)}": selective_accuracy(conf, corr, c) if conf.size
+           else float("nan") for c in SELECTIVE_COVERAGES},
     }
+    if continuous:
+        report["informativeness_pearson"] = correlation(conf, out, "pearson")
+        report["informativeness_spearman"] = correlation(conf, out, "spearman")
+    return report
+
+
+# ------------------------------------------------------------------------------------------------- plots
+
+def _figure(size):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def plot_reliability_diagram(confidences: Sequence[float], correct: Sequence[float], out_path, title: str = "",
                              n_bins: int = 10):
-    """Accuracy against confidence per bin, with each bin's count written on its bar."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    bins = reliability_bins(confidences, correct, n_bins)
-    fig = Figure(figsize=(5, 5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    """Accuracy against confidence per equal-width bin, with the confidence histogram under it."""
+    conf, corr = _arrays(confidences, binarize(correct) if len(correct) else correct)
+    bins = reliability_bins(conf, corr, n_bins)
+    report = calibration_report(confidences, correct, n_bins)
+    fig = _figure((5, 6.5))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     width = 1.0 / n_bins
     for b in bins:
         if b.count:
-            ax.bar(b.lower, b.accuracy, width=width, align="edge", edgecolor="black", color="tab:blue", alpha=0.7)
-            ax.text(b.lower + width / 2, min(b.accuracy + 0.02, 0.95), str(b.count), ha="center", fontsize=8)
-    ax.plot([0, 1], [0, 1], linestyle="--", color="gray", label="perfect calibration")
-    summary = calibration_summary(confidences, correct, n_bins)
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy",
-           title=title or f"ECE {summary['ece']:.3f}  Brier {summary['brier']:.3f}  (n={len(confidences)})")
-    ax.legend(loc="upper left")
-    fig.savefig(out_path, dpi=100, bbox_inches="tight")
+            top.bar(b.lower, b.accuracy, width=width, align="edge", edgecolor="black", color="tab:blue", alpha=0.7)
+            top.plot([b.lower, b.upper], [b.mean_confidence] * 2, color="tab:red", linewidth=1)
+    top.plot([0, 1], [0, 1], linestyle="--", color="gray", label="perfect calibration")
+    top.plot([], [], color="tab:red", label="mean confidence in bin")
+    top.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy in bin",
+            title=title or f"ECE {report['ece']:.3f}  AUROC {report['auroc']:.3f}  (n={len(conf)})")
+    top.legend(loc="upper left", fontsize=8)
+    bottom.bar([b.lower for b in bins], [b.count for b in bins], width=width, align="edge", edgecolor="black",
+               color="tab:gray")
+    bottom.set(xlabel="stated confidence", ylabel="rows",
+               title=f"confidence histogram (std {report['confidence_std']:.3f})")
+    bottom.title.set_fontsize(9)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
     return out_path
+
+
+def plot_risk_coverage(confidences: Sequence[float], correct: Sequence[float], out_path, title: str = ""):
+    """Error rate of the most confident rows against the fraction kept, beside a constant confidence's."""
+    coverage, risk = risk_coverage(confidences, correct)
+    fig = _figure((5, 4))
+    ax = fig.add_subplot()
+    if risk.size:
+        ax.plot(coverage, risk, color="tab:blue", label=f"stated confidence (AURC {risk.mean():.3f})")
+        ax.axhline(risk[-1], linestyle="--", color="gray", label=f"constant confidence ({risk[-1]:.3f})")
+    ax.set(xlim=(0, 1), ylim=(0, max(0.05, float(risk.max()) * 1.1) if risk.size else 1), xlabel="coverage",
+           ylabel="risk (error rate of rows kept)", title=title or f"risk-coverage (n={risk.size})")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
+    return out_path
+
+
+def kind_headroom(outcomes: Sequence[float], kinds: Sequence[str]) -> dict[str, float]:
+    """What a confidence could gain by knowing the question kind: the Brier of the best constant confidence (the
+    accuracy) minus the Brier of each kind's own accuracy, with each kind's accuracy beside it."""
+    correct = binarize(outcomes)
+    if not correct.size:
+        return {}
+    names, inverse, counts = np.unique(np.asarray(kinds, dtype=str), return_inverse=True, return_counts=True)
+    accuracy = np.bincount(inverse, weights=correct) / counts
+    base = correct.mean()
+    per_kind = float(np.sum(counts / correct.size * accuracy * (1 - accuracy)))
+    return {"brier_best_constant": float(base * (1 - base)), "brier_per_kind": per_kind,
+            "headroom": float(base * (1 - base)) - per_kind,
+            **{f"accuracy_kind/{name}": float(acc) for name, acc in zip(names, accuracy)}}

@@ -5,11 +5,13 @@ informativeness into a TRL reward function with the ``calibration/*`` step metri
 from __future__ import annotations
 
 import inspect
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
+from ao_calib.calibration.metrics import calibration_report
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
 from ao_calib.config import TaskConfig
 from ao_calib.rewards import completion_text
@@ -20,10 +22,15 @@ class CalibrationConfig:
     """``task.calibration``: the rule every confidence-stating task scores with."""
 
     lam: float = 0.5  # λ in informativeness − λ·(confidence/100 − informativeness)²
-    # Reward of a completion without a valid tag: −λ − margin, below every tagged answer. null: the oracle design
-    # notes' rule (confidence 50 in the formula), under which a broken tag beats a confidently wrong answer, and
-    # GRPO learns to drop the tag.
-    unparsed_margin: Optional[float] = 0.5
+    # A completion without a valid tag scores the formula at confidence 50 (the oracle design notes' rule), so the
+    # judge's informativeness still counts, minus this penalty: a push towards the format for users who want one.
+    untagged_penalty: float = 0.0
+
+    def __post_init__(self):
+        if self.lam < 0:
+            raise ValueError(f"calibration.lam={self.lam}: λ weighs a squared error and must be >= 0")
+        if self.untagged_penalty < 0:
+            raise ValueError(f"calibration.untagged_penalty={self.untagged_penalty} must be >= 0 (it is subtracted)")
 
 
 @dataclass
@@ -45,10 +52,10 @@ def brier_term(informativeness: float, confidence: float) -> float:
 
 
 def tagged_reward(informativeness: float, status: EpistemicStatus, rule: CalibrationConfig) -> float:
-    """The calibration reward of one completion under ``rule`` (see ``CalibrationConfig.unparsed_margin``)."""
-    if not status.parsed and rule.unparsed_margin is not None:
-        return -rule.lam - rule.unparsed_margin
-    return calibration_reward(informativeness, status.confidence, rule.lam)
+    """The calibration reward of one completion under ``rule``: an untagged one has confidence 50
+    (``parse_epistemic_status``) and pays ``rule.untagged_penalty``."""
+    reward = calibration_reward(informativeness, status.confidence, rule.lam)
+    return reward if status.parsed else reward - rule.untagged_penalty
 
 
 # informativeness(statuses, completions, log_metric=None, **dataset columns) -> one score in [0, 1] (or None:
@@ -96,3 +103,8 @@ def log_step_metrics(log_metric: Callable[[str, float], Any], statuses: Sequence
     if judged:
         log_metric("calibration/informativeness", statistics.fmean(i for i, _ in judged))
         log_metric("calibration/brier", statistics.fmean(brier_term(i, s.confidence) for i, s in judged))
+        # the per-example figures of the evaluation, on this batch's samples: does confidence rank right over wrong?
+        report = calibration_report([s.confidence / 100 for _, s in judged], [i for i, _ in judged])
+        for key in ("auroc", "resolution", "ece"):
+            if math.isfinite(report[key]):  # AUROC is undefined on a batch that is all right or all wrong
+                log_metric(f"calibration/{key}", report[key])

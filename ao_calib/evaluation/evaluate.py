@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
 from ao_calib.run_dir import RunDir
@@ -30,7 +31,8 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)
         records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
-                    "expected": task.reference_output(row), "scores": task.score(completion, row)}
+                    "expected": task.reference_output(row), "scores": task.score(completion, row),
+                    **({"kind": row["kind"]} if row.get("kind") is not None else {})}
                    for row, completion in zip(rows, completions)]
         metrics = task.aggregate(records, run_dir, name)
         predictions = run_dir.predictions(tag, None if variant == "main" else variant)
@@ -38,6 +40,10 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
         append_jsonl(predictions, records)
         if variant == "main":
             report["metrics"] = metrics
+            if records and all("confidence" in r["scores"] for r in records):
+                report["confidence_histogram"] = {
+                    "bins": "ten equal-width bins over [0, 1], the last closed",
+                    "counts": confidence_histogram([r["scores"]["confidence"] for r in records])}
             _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
         else:
             report.setdefault("variants", {})[variant] = metrics

@@ -52,15 +52,59 @@ class RunSummary:
         return summary
 
 
+# The closing table's columns: (eval.json key, heading, format); a column shows when any evaluation has it.
+TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("auroc", "AUROC", ".3f"),
+                 ("ece", "ECE", ".3f"), ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
+                 ("resolution", "res", ".3f"), ("confidence_std", "conf std", ".3f"),
+                 ("selective_accuracy@50", "sel@50%", ".3f"), ("selective_accuracy@80", "sel@80%", ".3f"),
+                 ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"))
+
+
+def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
+    """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
+    variant's accuracy becomes ``control``."""
+    from ao_calib.run_dir import read_json
+
+    reports = {}
+    for path in run_dir.path.glob("eval*.json"):
+        report = read_json(path)
+        if isinstance(report, dict) and isinstance(report.get("metrics"), dict):
+            metrics = dict(report["metrics"])
+            control = (report.get("variants") or {}).get("control") or {}
+            if "accuracy" in control:
+                metrics["control"] = control["accuracy"]
+            reports[report.get("tag", path.stem)] = (path.stat().st_mtime, metrics)
+    return [(tag, metrics) for tag, (_, metrics) in sorted(
+        reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))]
+
+
+def evaluation_table(rows: list[tuple[str, dict]]) -> list[str]:
+    columns = [c for c in TABLE_COLUMNS if any(isinstance(m.get(c[0]), (int, float)) for _, m in rows)]
+    width = max([len("evaluation"), *(len(tag) for tag, _ in rows)])
+    lines = [f" {'evaluation':<{width}}" + "".join(f"{head:>9}" for _, head, _ in columns)]
+    for tag, metrics in rows:
+        cells = [format(metrics[key], fmt) if isinstance(metrics.get(key), (int, float)) else "-"
+                 for key, _, fmt in columns]
+        lines.append(f" {tag:<{width}}" + "".join(f"{c:>9}" for c in cells))
+    return lines
+
+
 def print_final_screen(summary: dict) -> None:
-    fm, em = summary["final_metrics"], summary["eval_metrics"]
+    """The closing block: alerts with what to do, the table of every evaluation, then where the files are."""
+    fm = summary["final_metrics"]
     rewards = {k.split("/")[1]: v for k, v in fm.items() if k.startswith("rewards/") and k.endswith("/mean")}
     headline = (f" final train reward {fm['reward']:.3f}" if fm.get("reward") is not None
                 else f" final train loss {fm.get('train_loss', fm.get('loss', float('nan'))):.3f}")
     lines = ["", "=" * 72, f" run {summary['status']} in {summary['wall_time_s']:.0f}s",
              headline + "".join(f" | {k} {v:.3f}" for k, v in rewards.items() if v is not None)]
-    if em:
-        lines.append(" eval: " + " | ".join(f"{k} {v:.3f}" for k, v in em.items()))
+    for name, alert in (summary.get("alerts") or {}).items():
+        lines.append(f" ALERT {name} (step {alert['step']}): {alert['message']}")
+    rows = evaluation_rows(RunDir(summary["run_dir"]))
+    if rows:
+        lines += ["", *evaluation_table(rows), ""]
+        if any("resolution" in m for _, m in rows):
+            lines.append(" Brier (binned) = rel - res + uncertainty; AUROC 0.5 = confidence does not rank right over "
+                         "wrong")
     lines += [f" run directory: {summary['run_dir']}",
               f" curves: python -m ao_calib.plot {summary['run_dir']}", "=" * 72]
     print("\n".join(lines), flush=True)

@@ -12,7 +12,7 @@ import datasets
 from omegaconf import OmegaConf
 
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
-from ao_calib.calibration.metrics import calibration_summary, plot_reliability_diagram
+from ao_calib.calibration.metrics import calibration_report
 from ao_calib.errors import AOCalibError
 from ao_calib.judges import JudgeContext, build_judge
 from ao_calib.judges.label import yes_no
@@ -159,6 +159,13 @@ class OracleTask(Task):
             "calibration_reward": tagged_reward(correct, status, self.cfg.task.calibration),
         }
 
+    def oracle_rows(self, rows: list[dict], tokenizer, model, seed: int = 0) -> list[dict]:
+        """Oracle rows (with activations extracted into the steering store) for more labelled rows: a
+        classification suite, or a calibration split for a recalibration baseline."""
+        self._steering.store.update(self._extract({r["prompt"] for r in rows}, tokenizer, model, self._layers))
+        rng = random.Random(seed)
+        return [self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows]
+
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         ccfg = self.cfg.task.classification
         if not ccfg.enabled:
@@ -166,12 +173,9 @@ class OracleTask(Task):
         suite, skipped = load_suite(list(ccfg.datasets), ccfg.data_dir, ccfg.n_per_dataset, ccfg.seed)
         for name, reason in skipped.items():
             log.warning("classification eval: %s skipped: %s", name, reason)
-        all_prompts = {r["prompt"] for rows in suite.values() for r in rows}
-        self._steering.store.update(self._extract(all_prompts, tokenizer, model, self._layers))
-        rng = random.Random(ccfg.seed)
         results, pooled = {}, []
         for name, rows in suite.items():
-            oracle_rows = [self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows]
+            oracle_rows = self.oracle_rows(rows, tokenizer, model, seed=ccfg.seed)
             scores = [self.score(c, r) for c, r in zip(generate(oracle_rows), oracle_rows)]
             pooled += scores
             results[name] = _calibration_of(scores)
@@ -186,26 +190,22 @@ class OracleTask(Task):
         records = [r for r in records if "correct" in r["scores"]]
         if not records:  # accuracy and calibration need reference answers; see the classification suite
             return {"parse_rate": parse_rate, "unlabelled": float(len(unlabelled)), "accuracy": float("nan")}
-        conf = [r["scores"]["confidence"] for r in records]
-        correct = [r["scores"]["correct"] for r in records]
-        metrics = calibration_summary(conf, correct)
+        metrics = self.calibration_metrics(records, [r["scores"]["confidence"] for r in records],
+                                           [r["scores"]["correct"] for r in records], run_dir, tag)
         metrics["parse_rate"] = parse_rate
-        metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / max(len(records), 1)
-        plot_reliability_diagram(conf, correct, run_dir.reliability_plot(tag),
-                                 title=f"{tag}: ECE {metrics['ece']:.3f}, Brier {metrics['brier']:.3f}, "
-                                       f"acc {metrics['accuracy']:.3f} (n={len(records)})")
+        metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / len(records)
         return metrics
 
 
 def _calibration_of(scores: list[dict]) -> dict[str, float]:
-    metrics = calibration_summary([s["confidence"] for s in scores], [s["correct"] for s in scores])
+    metrics = calibration_report([s["confidence"] for s in scores], [s["correct"] for s in scores])
     return {**metrics, "parse_rate": sum(s["parsed"] for s in scores) / len(scores), "n": len(scores)}
 
 
 def _print_classification_table(tag: str, results: dict, skipped: dict) -> None:
-    lines = [f"[eval:{tag}] classification suite", f"  {'dataset':<18}{'n':>6}{'acc':>8}{'ECE':>8}{'MCE':>8}{'Brier':>8}"]
+    lines = [f"[eval:{tag}] classification suite", f"  {'dataset':<18}{'n':>6}{'acc':>8}{'AUROC':>8}{'ECE':>8}{'MCE':>8}{'Brier':>8}"]
     for name, m in results.items():
-        lines.append(f"  {name:<18}{m['n']:>6}{m['accuracy']:>8.3f}{m['ece']:>8.3f}{m['mce']:>8.3f}{m['brier']:>8.3f}")
+        lines.append(f"  {name:<18}{m['n']:>6}{m['accuracy']:>8.3f}{m['auroc']:>8.3f}{m['ece']:>8.3f}{m['mce']:>8.3f}{m['brier']:>8.3f}")
     lines += [f"  {name:<18} skipped: {reason}" for name, reason in skipped.items()]
     print("\n".join(lines), flush=True)
 
