@@ -7,6 +7,7 @@ import logging
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
+from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.run_dir import RunDir
 from ao_calib.task_api import Task
 
@@ -51,6 +52,7 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
                   flush=True)
     report.update(task.extra_evaluations(model, tokenizer, generate, run_dir, tag))
     write_json(run_dir.eval_report(tag), report)
+    log_evaluation(tag, report["metrics"])
     return report["metrics"]
 
 

@@ -50,3 +50,13 @@ def finish_wandb() -> None:
                 wandb.finish()
     except Exception as exc:  # noqa: BLE001
         log.warning("wandb.finish failed: %s", exc)
+
+
+def log_evaluation(tag: str, metrics: dict) -> None:
+    """An evaluation's figures into the wandb run's summary as ``eval_<tag>/<name>``, when a run is active."""
+    if "wandb" not in sys.modules:
+        return
+    import wandb
+
+    if wandb.run is not None:
+        wandb.run.summary.update({f"eval_{tag}/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))})
