@@ -131,3 +131,17 @@ def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="coverage"):
         selective_accuracy([0.5], [1], 0)
     assert math.isnan(calibration_report([], [])["auroc"])
+
+
+def test_evaluation_figures_reach_the_wandb_summary(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    from ao_calib.reporting.wandb import log_evaluation
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = wandb.init(dir=str(tmp_path), project="ao_calib_test")
+    try:
+        log_evaluation("final", {"auroc": 0.5, "resolution": 0.0, "note": "not a number"})
+        assert run.summary["eval_final/auroc"] == 0.5 and "eval_final/note" not in run.summary.keys()
+    finally:
+        run.finish()

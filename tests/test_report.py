@@ -205,3 +205,12 @@ def test_plot_run(sweep: Path, tmp_path: Path) -> None:
     nothing.mkdir()
     (nothing / "metrics.jsonl").write_text('{"step": 1, "train_runtime": 3}\n')
     assert plot_run(nothing) == [] and not (nothing / "plots").exists()
+
+
+def test_report_states_the_brier_decomposition(tmp_path: Path) -> None:
+    _make_run(tmp_path / "r", ["task=oracle"], metrics=_steps(2, 0.3),
+              summary={"status": "completed", "wall_time_s": 1.0, "final_metrics": {}},
+              eval_metrics={"accuracy": 0.7, "auroc": 0.5, "reliability": 0.01, "resolution": 0.0,
+                            "uncertainty": 0.21, "brier_binned": 0.22})
+    md = write_report(tmp_path)["md"].read_text()
+    assert "eval/auroc" in md and "eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty" in md

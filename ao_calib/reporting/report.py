@@ -138,6 +138,10 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     for run, status, error in zip(frame["run"], frame["status"], frame["error"]):
         if status == "failed":
             lines.append(f"- {run}: failed: {_first_line(error) if isinstance(error, str) else 'no error recorded'}")
+    if "eval/resolution" in frame.columns:
+        lines.append("eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty (Murphy's "
+                     "decomposition over ten equal-width bins); eval/auroc 0.5 means the confidence does not rank "
+                     "right answers above wrong ones.")
     return lines
 
 
