@@ -80,7 +80,7 @@ def reliability_bins(confidences: Sequence[float], correct: Sequence[float], n_b
 
 def _bin_stats(conf: np.ndarray, corr: np.ndarray, index: np.ndarray):
     """(weight n_k/N, mean confidence, accuracy) of each non-empty bin."""
-    ids, inverse, counts = np.unique(index, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(index, return_inverse=True, return_counts=True)
     weight = counts / conf.size
     mean_conf = np.bincount(inverse, weights=conf) / counts
     accuracy = np.bincount(inverse, weights=corr) / counts
@@ -92,6 +92,8 @@ def _bin_stats(conf: np.ndarray, corr: np.ndarray, index: np.ndarray):
 def expected_calibration_error(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10,
                                binning: str = "width") -> float:
     """Σ_bins (n_k / N)·|accuracy_k − mean confidence_k|, over equal-width or equal-mass bins."""
+    if binning not in ("width", "mass"):
+        raise ValueError(f"binning must be 'width' or 'mass', got {binning!r}")
     conf, corr = _arrays(confidences, correct)
     if not conf.size:
         return float("nan")
@@ -182,7 +184,7 @@ def risk_coverage(confidences: Sequence[float], correct: Sequence[float]) -> tup
     if not n:
         return np.zeros(0), np.zeros(0)
     errors = 1.0 - (corr >= CORRECT_AT)
-    values, inverse, counts = np.unique(-conf, return_inverse=True, return_counts=True)  # most confident first
+    _, inverse, counts = np.unique(-conf, return_inverse=True, return_counts=True)  # most confident first
     run_errors = np.bincount(inverse, weights=errors)
     run_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     errors_before = np.concatenate([[0.0], np.cumsum(run_errors)[:-1]])
@@ -203,7 +205,7 @@ def selective_accuracy(confidences: Sequence[float], correct: Sequence[float], c
     """Accuracy of the most confident ``coverage`` fraction of rows (at least one row)."""
     if not 0 < coverage <= 1:
         raise ValueError(f"coverage must be in (0, 1], got {coverage}")
-    cov, risk = risk_coverage(confidences, correct)
+    _, risk = risk_coverage(confidences, correct)
     if not risk.size:
         return float("nan")
     k = max(1, int(np.ceil(coverage * risk.size - 1e-9)))
