@@ -259,6 +259,26 @@ class RunRecord:
     reward_curve: list[tuple[float, float]] = field(default_factory=list)  # (step, reward)
     has_metrics: bool = False
     skipped_metric_lines: int = 0
+    train_metrics: dict[str, float] = field(default_factory=dict)  # last logged value of each REPORTED_TRAIN key
+
+
+# Step figures the report shows beside the evaluation, by family: the calibration figures, the KL and the
+# advantage spread (the design notes' per-step list).
+REPORTED_TRAIN_PREFIXES = ("calibration/",)
+REPORTED_TRAIN_KEYS = ("kl", "advantage_std")
+
+
+def last_train_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The last logged value of each reported step figure of the training stage."""
+    last: dict[str, float] = {}
+    for row in rows:
+        if row.get("stage", "train") != "train":
+            continue
+        for key, value in row.items():
+            if (key in REPORTED_TRAIN_KEYS or key.startswith(REPORTED_TRAIN_PREFIXES)) and (
+                    number := as_number(value)) is not None:
+                last[key] = number
+    return last
 
 
 def _status(summary: dict[str, Any] | None) -> RunStatus:
@@ -308,6 +328,7 @@ def load_run(run_dir: str | Path, name: str | None = None) -> RunRecord:
         reward_curve=list(zip(steps_x, rewards)),
         has_metrics=bool(rows),
         skipped_metric_lines=skipped,
+        train_metrics=last_train_metrics(rows),
     )
 
 

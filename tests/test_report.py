@@ -108,7 +108,7 @@ def test_build_report(sweep: Path) -> None:
     }
     # Swept columns are exactly the keys that differ (task is constant, hydra.* never counts).
     fixed = {"status", "final_reward", "wall_time_s", "steps", "error"}
-    swept = [c for c in df.columns if c not in fixed and not c.startswith("eval/")]
+    swept = [c for c in df.columns if c not in fixed and not c.startswith(("eval/", "train/"))]
     assert swept == ["trainer.beta", "trainer.lr"]
     done = df.loc["trainer.beta=0.0,trainer.lr=1e-05"]
     assert done["trainer.beta"] == "0.0" and done["trainer.lr"] == "1e-05"
@@ -208,9 +208,13 @@ def test_plot_run(sweep: Path, tmp_path: Path) -> None:
 
 
 def test_report_states_the_brier_decomposition(tmp_path: Path) -> None:
-    _make_run(tmp_path / "r", ["task=oracle"], metrics=_steps(2, 0.3),
+    _make_run(tmp_path / "r", ["task=oracle"], metrics=_steps(2, 0.3) + [
+                  {"step": 2, "stage": "train", "calibration/auroc": 0.61, "kl": 0.02, "advantage_std": 0.4},
+                  {"step": 2, "stage": "warmup", "calibration/auroc": 0.99}],
               summary={"status": "completed", "wall_time_s": 1.0, "final_metrics": {}},
               eval_metrics={"accuracy": 0.7, "auroc": 0.5, "reliability": 0.01, "resolution": 0.0,
                             "uncertainty": 0.21, "brier_binned": 0.22})
     md = write_report(tmp_path)["md"].read_text()
     assert "eval/auroc" in md and "eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty" in md
+    frame = build_report(tmp_path)
+    assert frame.loc[0, "train/calibration/auroc"] == 0.61 and frame.loc[0, "train/kl"] == 0.02  # not the warm-up's

@@ -42,28 +42,32 @@ def _column_for(key: str) -> str:
 def records_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
     keys = swept_keys(records)
     eval_names = sorted({k for r in records for k in r.eval_metrics})
+    train_names = sorted({k for r in records for k in r.train_metrics})
     rows: list[dict[str, Any]] = []
     for r in records:
         row: dict[str, Any] = {"run": r.name, "status": r.status}
         row.update({_column_for(k): r.overrides.get(k) for k in keys})
         row["final_reward"] = r.final_reward
         row.update({f"eval/{k}": r.eval_metrics.get(k) for k in eval_names})
+        row.update({f"train/{k}": r.train_metrics.get(k) for k in train_names})
         row.update(wall_time_s=r.wall_time_s, steps=r.steps, error=r.error)
         rows.append(row)
     columns = (
         ["run", "status", *(_column_for(k) for k in keys), "final_reward"]
         + [f"eval/{k}" for k in eval_names]
+        + [f"train/{k}" for k in train_names]
         + ["wall_time_s", "steps", "error"]
     )
     frame = pd.DataFrame(rows, columns=columns)
-    for col in ["final_reward", "wall_time_s", *(f"eval/{k}" for k in eval_names)]:
+    for col in ["final_reward", "wall_time_s", *(f"eval/{k}" for k in eval_names), *(f"train/{k}" for k in train_names)]:
         frame[col] = pd.to_numeric(frame[col]).astype("float64")
     frame["steps"] = pd.array(frame["steps"].tolist(), dtype="Int64")
     return frame
 
 
 def build_report(root: str | Path) -> pd.DataFrame:
-    """One row per run under ``root``: run, status, swept keys, final_reward, eval/*, wall_time_s, steps, error."""
+    """One row per run under ``root``: run, status, swept keys, final_reward, eval/*, the last step figures as
+    train/* (``calibration/*``, ``kl``, ``advantage_std``), wall_time_s, steps, error."""
     return records_frame(load_runs(root))
 
 
