@@ -70,8 +70,8 @@ def test_calibration_reward_function_scores_and_logs():
     assert logged["calibration/informativeness"] == [pytest.approx(1 / 3)]
     assert logged["calibration/confidence_mean"] == [pytest.approx((0.9 + 0.9 + 0.5) / 3)]
     assert logged["calibration/brier"] == [pytest.approx((0.01 + 0.81 + 0.25) / 3)]
-    # the right answer (0.9) ties one wrong answer (0.9) and beats the other (0.5)
-    assert logged["calibration/auroc"] == [pytest.approx(0.75)]
+    # AUROC over tagged samples: the right answer (0.9) ties the tagged wrong one (0.9); the untagged one is left out
+    assert logged["calibration/auroc"] == [pytest.approx(0.5)]
     assert logged["calibration/resolution"] == [pytest.approx(2 / 3 * (0.5 - 1 / 3) ** 2 + 1 / 3 * (1 / 3) ** 2)]
     # An untagged answer is scored at confidence 50, so the judge's verdict still moves it; the penalty shifts it
     # by exactly its value and leaves tagged answers alone.
