@@ -262,9 +262,9 @@ def _figure(size):
 def plot_reliability_diagram(confidences: Sequence[float], correct: Sequence[float], out_path, title: str = "",
                              n_bins: int = 10):
     """Accuracy against confidence per equal-width bin, with the confidence histogram under it."""
-    conf, corr = _arrays(confidences, binarize(correct) if len(correct) else correct)
+    conf, outcomes = _arrays(confidences, correct)
+    corr = binarize(outcomes)
     bins = reliability_bins(conf, corr, n_bins)
-    report = calibration_report(confidences, correct, n_bins)
     fig = _figure((5, 6.5))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     width = 1.0 / n_bins
@@ -275,12 +275,13 @@ def plot_reliability_diagram(confidences: Sequence[float], correct: Sequence[flo
     top.plot([0, 1], [0, 1], linestyle="--", color="gray", label="perfect calibration")
     top.plot([], [], color="tab:red", label="mean confidence in bin")
     top.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy in bin",
-            title=title or f"ECE {report['ece']:.3f}  AUROC {report['auroc']:.3f}  (n={len(conf)})")
+            title=title or (f"ECE {expected_calibration_error(conf, corr, n_bins):.3f}  AUROC {auroc(conf, corr):.3f}"
+                            f"  (n={len(conf)})"))
     top.legend(loc="upper left", fontsize=8)
     bottom.bar([b.lower for b in bins], [b.count for b in bins], width=width, align="edge", edgecolor="black",
                color="tab:gray")
     bottom.set(xlabel="stated confidence", ylabel="rows",
-               title=f"confidence histogram (std {report['confidence_std']:.3f})")
+               title=f"confidence histogram (std {conf.std() if conf.size else float('nan'):.3f})")
     bottom.title.set_fontsize(9)
     fig.tight_layout()
     fig.savefig(out_path, dpi=100)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ao_calib.calibration.metrics import auroc, calibration_report
+from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, murphy_decomposition
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
 from ao_calib.config import TaskConfig
 from ao_calib.rewards import completion_text
@@ -104,9 +104,9 @@ def log_step_metrics(log_metric: Callable[[str, float], Any], statuses: Sequence
         log_metric("calibration/informativeness", statistics.fmean(i for i, _ in judged))
         log_metric("calibration/brier", statistics.fmean(brier_term(i, s.confidence) for i, s in judged))
         # the per-example figures of the evaluation, on this batch's samples: does confidence rank right over wrong?
-        report = calibration_report([s.confidence / 100 for _, s in judged], [i for i, _ in judged])
-        for key in ("resolution", "ece"):
-            log_metric(f"calibration/{key}", report[key])
+        confidence, correct = [s.confidence / 100 for _, s in judged], binarize([i for i, _ in judged])
+        log_metric("calibration/resolution", murphy_decomposition(confidence, correct).resolution)
+        log_metric("calibration/ece", expected_calibration_error(confidence, correct))
         # AUROC over tagged samples only: an untagged one gets confidence 50 and is usually wrong, which would
         # flatter the ranking while junk lasts
         tagged = [(i, s) for i, s in judged if s.parsed]

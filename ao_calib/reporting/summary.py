@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ao_calib.io import write_json
-from ao_calib.run_dir import RunDir
+from ao_calib.run_dir import RunDir, read_json
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -63,8 +63,6 @@ TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("au
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
     variant's accuracy becomes ``control``."""
-    from ao_calib.run_dir import read_json
-
     reports = {}
     for path in run_dir.path.glob("eval*.json"):
         report = read_json(path)

@@ -57,6 +57,5 @@ def fresh_rows(n_prompts: int, questions_per_prompt: int, kinds, seed: int, excl
         seen = {r["prompt"] for r in rows} | exclude
         rows += [r for r in batch if r["prompt"] not in seen]
         offset += 1
-    prompts = sorted({r["prompt"] for r in rows}, key=[r["prompt"] for r in rows].index)[:n_prompts]
-    keep = set(prompts)
+    keep = set(list(dict.fromkeys(r["prompt"] for r in rows))[:n_prompts])  # the first n_prompts, in order
     return [r for r in rows if r["prompt"] in keep]
