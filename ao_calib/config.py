@@ -12,6 +12,7 @@ This module imports nothing heavy: composing a config and ``--help`` stay fast.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -236,6 +237,30 @@ class SFTTrainerConfig(TrainerConfig):
     lr_scheduler_type: str = "linear"
 
 
+class WarmupConfidence(str, Enum):
+    """Where a format warm-up's confidence tags come from."""
+
+    auto = "auto"  # judge when the run has one, else spread
+    judge = "judge"  # 100 × the judge's informativeness of that answer: a calibrated starting point
+    spread = "spread"  # drawn from the task's spread of confidences, independent of the answer
+
+
+@dataclass
+class FormatWarmupConfig(SFTTrainerConfig):
+    """``warmup=format``: the model answers the training questions itself (greedy, with the task's steering), each
+    answer is tagged ``[epistemic status: NN]``, and a short SFT teaches the tag while the answers stay the model's
+    own. Needs no reference answers, so it works on judge-only data (WildChat). Tasks opt in through
+    ``Task.warmup_data``."""
+
+    name: str = "format"
+    max_steps: int = 100
+    lr: float = 1e-4
+    confidence: WarmupConfidence = WarmupConfidence.auto
+    num_questions: Optional[int] = None  # training questions answered for the targets; null: all of them
+    max_new_tokens: int = 64  # length of each own answer
+    generation_batch_size: int = 16
+
+
 # ------------------------------------------------------------------------------------- logger / paths
 
 
@@ -299,7 +324,8 @@ class Config:
     paths: PathsConfig = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
-    # An SFT stage run before ``trainer`` on the same adapter (e.g. format warm-up before GRPO); null: none.
+    # An SFT stage run before ``trainer`` on the same adapter: warmup=sft (the task's reference completions) or
+    # warmup=format (the model's own answers, tagged); null: none.
     warmup: Optional[SFTTrainerConfig] = None
     run_name: str = "${task.name}-${model.name}-${trainer.name}"
 
@@ -314,6 +340,7 @@ def register_configs() -> None:
     cs.store(group="trainer", name="rloo_schema", node=RLOOTrainerConfig)
     cs.store(group="trainer", name="ppo_schema", node=PPOTrainerConfig)
     cs.store(group="warmup", name="sft_warmup_schema", node=SFTTrainerConfig)
+    cs.store(group="warmup", name="format_warmup_schema", node=FormatWarmupConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="paths", name="paths_schema", node=PathsConfig)
 

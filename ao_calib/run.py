@@ -5,6 +5,7 @@ Heavy libraries are imported inside ``train`` so ``--help`` and config compositi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import sys
@@ -65,7 +66,9 @@ def train(cfg: DictConfig, run_dir: RunDir) -> dict:
                 periodic = PeriodicEvalCallback(
                     lambda tag: evaluate_as(tag=tag, num_samples=cfg.eval.during_num_samples), cfg.eval.every_steps)
                 callbacks = [*callbacks, periodic]
-            trainer = build_trainer(setup, stage, stage_name, callbacks)
+            stage_setup = setup if stage_name == "train" else dataclasses.replace(
+                setup, data=task.warmup_data(stage, model, tokenizer, data, run_dir))
+            trainer = build_trainer(stage_setup, stage, stage_name, callbacks)
             if periodic is not None:
                 periodic.trainer = trainer
             resume = latest_checkpoint(stage.resume_from_checkpoint, run_dir) if stage_name == "train" else None

@@ -61,6 +61,17 @@ class Task(ABC):
     def build_data(self, tokenizer, model) -> TaskData:
         """Train/test rows; ``model`` is there for tasks that need the base model's activations."""
 
+    def warmup_data(self, stage: DictConfig, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
+        """The rows a warm-up stage trains on. ``warmup=sft`` trains on the task's own ``completion`` column;
+        ``warmup=format`` (the model's own answers, tagged with a confidence) is for tasks that implement it."""
+        if stage.name == "format":
+            raise AOCalibError(f"task={self.name} has no format warm-up (warmup=format); use warmup=sft")
+        return data
+
+    def score_batch(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+        """``score`` for each completion; a task whose scores need a batched call (a judge) overrides this."""
+        return [self.score(c, r) for c, r in zip(completions, rows)]
+
     def steering(self):
         """An ``ao_calib_tasks.oracle.steering.ActivationSteering`` when the task injects activations, else None."""
         return None

@@ -45,6 +45,28 @@ def default_rule(prompt_text: str) -> str:
     )
 
 
+TEXT_BLOCK = re.compile(r"Text:\n<<<\n(.*?)\n>>>", re.S)
+QUESTION_LINE = re.compile(r"^Question about the text:\s*(.*)$", re.M)
+
+
+def generated_truth_rule(prompt_text: str) -> str:
+    """Grades an oracle's yes/no answer about a prompt of the offline generator as a reading judge would: it reads
+    the text and the question (the oracle's default grading prompt) and works out the true answer. Right: 95,
+    wrong: 5, no yes/no answer: 20; a question it cannot settle: 50."""
+    from ao_calib.judges.label import yes_no
+    from ao_calib_tasks.oracle.generate import true_answer
+
+    text, question, answer = (TEXT_BLOCK.search(prompt_text), QUESTION_LINE.search(prompt_text),
+                              ANSWER_LINE.findall(prompt_text))
+    truth = true_answer(text.group(1), question.group(1)) if text and question else None
+    said = yes_no(answer[-1]) if answer else None
+    score = 50 if truth is None else 20 if said is None else 95 if said == truth.lower() else 5
+    return f"The text settles the question as {truth!r}; the answer says {said!r}.\nSCORE: {score}"
+
+
+RULES = {"yes": default_rule, "generated": generated_truth_rule}
+
+
 @dataclass
 class Behaviour:
     """What the server does with the next requests. Counters such as ``fail_first`` count down as they are used."""
@@ -82,7 +104,8 @@ class ServerStats:
 class JudgeServer:
     """Start with ``with JudgeServer() as s`` (or ``start()``/``stop()``); ``s.api_base`` ends in ``/v1``."""
 
-    def __init__(self, behaviour: Behaviour | None = None, max_requests: int = 100_000):
+    def __init__(self, behaviour: Behaviour | None = None, max_requests: int = 100_000, port: int = 0):
+        self.requested_port = port  # 0: any free port
         self.behaviour = behaviour or Behaviour()
         self.stats = ServerStats()
         self.max_requests = max_requests  # a safety bound: beyond it every request gets 503 at once
@@ -138,7 +161,7 @@ class JudgeServer:
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0,
                                      handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host="127.0.0.1", port=0, backlog=512)
+        site = web.TCPSite(self._runner, host="127.0.0.1", port=self.requested_port, backlog=512)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
 
@@ -273,8 +296,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="OpenAI-compatible test judge server on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    parser.add_argument("--rule", choices=sorted(RULES), default="yes",
+                        help="yes: 'yes' scores 90, anything else 10; generated: the true answer about a prompt of "
+                             "the offline oracle generator scores 95, a wrong one 5")
     args = parser.parse_args()
-    with JudgeServer(Behaviour(latency_s=args.latency)) as server:
+    with JudgeServer(Behaviour(latency_s=args.latency, rule=RULES[args.rule]), port=args.port) as server:
         print(f"PORT {server.port}", flush=True)
         done = threading.Event()
 

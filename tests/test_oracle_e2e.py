@@ -29,6 +29,11 @@ def test_oracle_pipeline_run_directory(tmp_path):
     assert set(classification) == {"geometry_of_truth", "tense", "overall"}  # sst2 needs the hub: skipped
     assert classification["overall"]["n"] == 12 and 0 <= classification["overall"]["ece"] <= 1
     assert "sst2" in json.loads((out / "eval.json").read_text())["classification_skipped"]
+    assert all("control_accuracy" in classification[name] for name in ("geometry_of_truth", "tense"))
+    # The suite ran in three evaluations of this run (initial, warm-up, final): the same control pairs each time.
+    pairs = [{(r["dataset"], r["activation_id"], r["control_activation_id"]) for r in read_jsonl(out / name)}
+             for name in ("eval_predictions_initial_classification.jsonl", "eval_predictions_classification.jsonl")]
+    assert pairs[0] == pairs[1] and len(pairs[0]) == 12 and all(a != c for _, a, c in pairs[0])
     rows = read_jsonl(out / "metrics.jsonl")
     assert {r["stage"] for r in rows} == {"warmup", "train"}
     grpo = [r for r in rows if r["stage"] == "train" and "reward" in r]
@@ -157,7 +162,50 @@ def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
                           "task.data.test_fraction=0.25", "eval.num_samples=2", f"hydra.run.dir={out}"))
         assert server.stats.total > 0
     report = json.loads((out / "eval.json").read_text())
-    assert report["metrics"]["unlabelled"] == 2  # no reference answers: format only, accuracy needs labels
+    # No reference answers: the judge scores the held-out answers, and calibration is measured against it.
+    m = report["metrics"]
+    assert m["judge_failed"] == 0 and 0 <= m["informativeness"] <= 1 and {"auroc", "brier", "ece"} <= m.keys()
     refused = run_cli("ao_calib.run", "experiment=oracle_tiny", f"task.data.path={data}",
                       f"hydra.run.dir={tmp_path / 'refused'}")
     assert refused.returncode == 2 and "no reference answers" in refused.stderr
+
+
+def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_calibration(tmp_path):
+    """experiment=oracle_seed_tiny on WildChat-format data written here and a judge server that reads the text:
+    a pretrained oracle that writes no tag (the stand-in), format warm-up, GRPO, held-out calibration against
+    the judge."""
+    from ao_calib_tasks.oracle.generate import generate_rows
+    from tests.judge_server import Behaviour, JudgeServer, generated_truth_rule
+
+    questions: dict[str, list[str]] = {}
+    for row in generate_rows(90, 3, ("city", "mood", "topic"), seed=11):
+        questions.setdefault(row["prompt"], []).append(row["question"])
+    data = tmp_path / "wildchat.jsonl"
+    data.write_text("\n".join(json.dumps({"wildchat_question": p, "language": "english", "oracle_questions": q})
+                              for p, q in questions.items()))
+    out = tmp_path / "seed"
+    with JudgeServer(Behaviour(rule=generated_truth_rule)) as server:
+        result = run_cli("ao_calib.run", "experiment=oracle_seed_tiny", f"task.data.path={data}",
+                         "task.data.test_fraction=0.3", "judge.model=openai/reading-judge",
+                         f"judge.api_base={server.api_base}", f"hydra.run.dir={out}")
+        assert_ok(result)
+        calls = server.stats.total
+    reports = {tag: json.loads((out / name).read_text())["metrics"]
+               for tag, name in (("initial", "eval_initial.json"), ("warmup", "eval_warmup.json"),
+                                 ("final", "eval.json"))}
+    print({tag: {k: round(m[k], 3) for k in ("parse_rate", "brier", "auroc", "informativeness", "confidence_std")}
+           for tag, m in reports.items()})
+    assert reports["initial"]["parse_rate"] <= 0.1  # the pretrained oracle writes no tag
+    assert reports["final"]["parse_rate"] >= 0.9
+    for m in reports.values():  # held-out calibration against the judge, every sample judged
+        assert m["judge_failed"] == 0 and {"auroc", "brier", "resolution", "aurc"} <= m.keys()
+    targets = read_jsonl(out / "warmup_targets.jsonl")
+    assert targets and all(t["completion"].startswith("[epistemic status: ") for t in targets)
+    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "advantage_std" in r]
+    assert grpo and all(r["advantage_std"] > 0 for r in grpo)
+    assert calls > 0
+    # Judgments are cached: with the judge server gone, re-evaluating the final adapter is judged in full, from
+    # the cache alone, to the same figures.
+    assert_ok(run_cli("ao_calib.eval", f"run_dir={out}", "tag=again"))
+    again = json.loads((out / "eval_again.json").read_text())["metrics"]
+    assert again["judge_failed"] == 0 and again["brier"] == reports["final"]["brier"]

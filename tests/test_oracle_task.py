@@ -122,3 +122,30 @@ def test_wildchat_loader_flattens_keeps_extras_and_reports_bad_rows(tmp_path, ca
     assert len(load_wildchat(jsonl)) == 2
     with pytest.raises(FileNotFoundError):
         load_wildchat(tmp_path / "missing.jsonl")
+
+
+def test_control_pairs_depend_on_the_dataset_only():
+    """A row's control prompt is fixed by the prompts of its own dataset: adding other prompts to the activation
+    store (as a classification evaluation does) or reordering the rows changes nothing."""
+    import torch
+
+    from ao_calib.steering import SteeringError
+    from ao_calib_tasks.oracle.steering import ActivationSteering, pair_controls
+
+    rows = pair_controls([{"activation_id": f"p{i}", "source_layer": 1} for i in range(7) for _ in range(2)])
+    partner = {r["activation_id"]: r["control_activation_id"] for r in rows}
+    assert all(p != a for a, p in partner.items()) and sorted(partner.values()) == sorted(partner)  # a cycle
+    reordered = pair_controls([{k: v for k, v in r.items() if k != "control_activation_id"} for r in rows[::-1]])
+    assert {r["activation_id"]: r["control_activation_id"] for r in reordered} == partner
+
+    store = {f"p{i}": {1: torch.full((3, 2), float(i))} for i in range(7)}
+    steering = ActivationSteering(store, placeholder_id=0)
+    before = steering.control_vectors(rows)
+    store.update({f"q{i}": {1: torch.full((3, 2), 100.0 + i)} for i in range(20)})  # another dataset's prompts
+    after = steering.control_vectors(rows)
+    assert all(torch.equal(b, a) for b, a in zip(before, after))
+    assert all(not torch.equal(c, store[r["activation_id"]][1]) for c, r in zip(after, rows))
+
+    alone = pair_controls([{"activation_id": "only", "source_layer": 1}])
+    with pytest.raises(SteeringError, match="single prompt"):
+        ActivationSteering({"only": {1: torch.ones(3, 2)}}, placeholder_id=0).control_vectors(alone)

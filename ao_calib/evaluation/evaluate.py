@@ -32,9 +32,9 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)
         records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
-                    "expected": task.reference_output(row), "scores": task.score(completion, row),
+                    "expected": task.reference_output(row), "scores": scores,
                     **({"kind": row["kind"]} if row.get("kind") is not None else {})}
-                   for row, completion in zip(rows, completions)]
+                   for row, completion, scores in zip(rows, completions, task.score_batch(completions, rows))]
         metrics = task.aggregate(records, run_dir, name)
         predictions = run_dir.predictions(tag, None if variant == "main" else variant)
         predictions.unlink(missing_ok=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ao_calib.config import plugin_class
 from ao_calib.errors import AOCalibError
-from ao_calib.judges.base import Judge, JudgeContext, JudgeItem
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, judge_now
 from ao_calib.judges.label import LabelJudge
 
-__all__ = ["Judge", "JudgeContext", "JudgeItem", "LabelJudge", "build_judge"]
+__all__ = ["Judge", "JudgeContext", "JudgeItem", "LabelJudge", "build_judge", "judge_now"]
 
 
 def build_judge(judge_cfg, context: JudgeContext | None = None) -> Judge | None:

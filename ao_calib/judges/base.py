@@ -6,12 +6,30 @@ names the class by ``_target_``, and the class names its schema by ``config_clas
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ao_calib.config import PluginConfig
+
+
+_background_loop: asyncio.AbstractEventLoop | None = None
+_background_lock = threading.Lock()
+
+
+def judge_now(judge: Judge, items: Sequence[JudgeItem]) -> list[float | None]:
+    """``judge.score(items)`` from synchronous code (evaluation, a warm-up), on one event loop that lives in a
+    background thread for the whole process, as TRL runs async reward functions: clients that keep tasks on
+    their loop (litellm's logging worker) are never torn down between calls."""
+    global _background_loop
+    with _background_lock:
+        if _background_loop is None:
+            _background_loop = asyncio.new_event_loop()
+            threading.Thread(target=_background_loop.run_forever, name="judge-loop", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(judge.score(items), _background_loop).result()
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ def _import_litellm():
         import litellm
 
         litellm.suppress_debug_info = True
+        # litellm logs every request at INFO ("LiteLLM completion() model=..."), which floods a run's log.
+        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
         if hasattr(litellm, "telemetry"):
             litellm.telemetry = False
         return litellm

@@ -124,14 +124,36 @@ def steer(model: torch.nn.Module, vectors: Sequence[torch.Tensor] | SteeringBatc
         steered = apply_steering(hidden, batch, mode, coefficient)
         return (steered, *output[1:]) if isinstance(output, tuple) else steered
 
-    handles = [get_decoder_layers(model)[layer].register_forward_hook(inject)]
+    target = get_decoder_layers(model)[layer]
+    handles = [target.register_forward_hook(inject)]
     if check_token_id is not None:
         handles.append(unwrap(model).register_forward_pre_hook(capture_input_ids, with_kwargs=True))
+    recomputes_hooks = _checkpoint_reruns_hooks(target)
+    if recomputes_hooks:
+        target.gradient_checkpointing = False
     try:
         yield batch
     finally:
         for handle in handles:
             handle.remove()
+        if recomputes_hooks:
+            target.gradient_checkpointing = True
+
+
+def _checkpoint_reruns_hooks(layer: torch.nn.Module) -> bool:
+    """Whether gradient checkpointing of ``layer`` would re-run its forward hooks in the backward pass.
+
+    transformers before 5.23 checkpoints a decoder layer's whole ``__call__``, hooks included; the backward pass
+    usually runs after the ``steer`` block has closed, so the recomputed layer would miss the injection
+    (non-reentrant checkpointing raises CheckpointError, reentrant gives wrong gradients). Such a layer is kept out
+    of checkpointing while steered: it then stores its activations like an uncheckpointed layer (one layer of
+    memory), and every later layer's checkpoint starts from the injected stream. From 5.23 only ``forward`` is
+    checkpointed and hooks stay outside the recomputation, so nothing needs changing.
+    """
+    if not getattr(layer, "gradient_checkpointing", False):
+        return False
+    return any("__call__" in vars(cls) for cls in type(layer).__mro__
+               if cls.__name__ == "GradientCheckpointingLayer")
 
 
 def _check_placeholders(input_ids: torch.Tensor | None, shape, batch: SteeringBatch, token_id: int) -> None:

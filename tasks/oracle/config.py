@@ -33,6 +33,9 @@ class OracleDataConfig:
     test_path: Optional[str] = None
     generate: OracleGeneratedDataConfig = field(default_factory=OracleGeneratedDataConfig)
     max_train_samples: Optional[int] = None
+    # Treat generated or labelled rows as WildChat rows: answers withheld from reward and evaluation, the judge
+    # alone scores (the seed's setting, offline; and a way to compare a judge with known labels).
+    withhold_answers: bool = False
 
 
 @dataclass
@@ -61,6 +64,33 @@ class ClassificationEvalConfig:
 
 
 @dataclass
+class OraclePromptConfig:
+    # Append the request for "[epistemic status: NN]" to every oracle question. Off by default: the pretrained
+    # oracles never saw such text, so the instruction shifts their input away from what they were trained on
+    # (it may cost accuracy); warmup=format teaches the tag without touching the prompt.
+    confidence_instruction: bool = False
+
+
+@dataclass
+class StandInOracleConfig:
+    """A tiny stand-in for a pretrained Activation Oracle adapter, for offline runs of the seed's path: the tiny
+    model is given a LoRA trained (with injection) to answer yes/no questions about the generated prompts with a
+    bare "Yes"/"No" and no tag, and it is saved as the hub checkpoints are (adapter_config.json +
+    adapter_model.safetensors, cached under paths.cache_dir/stand_in_oracles). Only for tiny models."""
+
+    enabled: bool = False
+    steps: int = 400
+    lr: float = 3.0e-3
+    batch_size: int = 16
+    n_prompts: int = 200
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.steps < 1 or self.batch_size < 1 or self.n_prompts < 2 or self.lr <= 0:
+            raise ValueError("stand_in: steps, batch_size >= 1, n_prompts >= 2 and lr > 0 are required")
+
+
+@dataclass
 class OracleTaskConfig(TaskConfig):
     # Activations are read at these depths (percent of the decoder layers); 25/50/75 as in the reference.
     layer_percents: list[int] = field(default_factory=lambda: [25, 50, 75])
@@ -74,4 +104,6 @@ class OracleTaskConfig(TaskConfig):
     sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
     # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
     eval_control: bool = True
+    prompt: OraclePromptConfig = field(default_factory=OraclePromptConfig)
+    stand_in: StandInOracleConfig = field(default_factory=StandInOracleConfig)
     classification: ClassificationEvalConfig = field(default_factory=ClassificationEvalConfig)

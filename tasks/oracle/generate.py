@@ -8,6 +8,7 @@ city. Questions probe the topic, the mood and the city; about half are about som
 from __future__ import annotations
 
 import random
+import re
 
 TOPICS: dict[str, list[str]] = {
     "cooking": ["bake sourdough bread", "cook a creamy pasta sauce", "make a spicy lentil soup", "roast a whole chicken",
@@ -95,3 +96,17 @@ def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_pro
     both = generate_rows(n_train_prompts + n_test_prompts, questions_per_prompt, tuple(kinds), seed)
     test_ids = set(range(n_train_prompts, n_train_prompts + n_test_prompts))
     return [r for r in both if r["prompt_id"] not in test_ids], [r for r in both if r["prompt_id"] in test_ids]
+
+
+def true_answer(text: str, question: str) -> str | None:
+    """The answer ("Yes"/"No") to one of ``make_question``'s questions about a prompt made by ``make_prompt``, read
+    from the text alone (what a judge does); None for a question of another form."""
+    for pattern, holds in (
+        (r"Is this text about (\w+)\?", lambda x: any(t in text for t in TOPICS.get(x, []))),
+        (r"Is the user in a (\w+) mood\?", lambda x: any(m in text for m in MOODS.get(x, []))),
+        (r"Does the text mention (\w+)\?", lambda x: f"I live in {x}." in text),
+    ):
+        found = re.search(pattern, question)
+        if found:
+            return "Yes" if holds(found.group(1)) else "No"
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,7 +10,21 @@ from dataclasses import dataclass, field
 import torch
 
 from .prompt import find_placeholder_positions
-from ao_calib.steering import SteeringBatch, steer
+from ao_calib.steering import SteeringBatch, SteeringError, steer
+
+
+def pair_controls(rows: list[dict], fallback: list[dict] = ()) -> list[dict]:
+    """Sets each row's ``control_activation_id``: another prompt of the same rows, by a cycle over the distinct
+    prompts in an order keyed by their content hashes. The pairing depends only on which prompts the dataset holds,
+    never on what else the activation store holds or in which order rows arrive, so every evaluation of a run (and
+    every run on the same data) uses the same control pairs. A dataset with a single prompt cycles over it and the
+    ``fallback`` rows' prompts (the train split for a one-prompt test split); with none, it has no control (None)."""
+    ids = {row["activation_id"] for row in rows}
+    if len(ids) < 2:
+        ids |= {row["activation_id"] for row in fallback}
+    ids = sorted(ids, key=lambda aid: hashlib.sha1(f"control:{aid}".encode()).hexdigest())
+    partner = {aid: ids[(i + 1) % len(ids)] for i, aid in enumerate(ids)} if len(ids) > 1 else {}
+    return [{**row, "control_activation_id": partner.get(row["activation_id"])} for row in rows]
 
 
 @dataclass
@@ -31,13 +46,15 @@ class ActivationSteering:
         return [self.store[row["activation_id"]][int(row["source_layer"])] for row in rows]
 
     def control_vectors(self, rows: Sequence[dict]) -> list[torch.Tensor]:
-        """For each row, activations of a different prompt at the same layer, trimmed or cycled to the row's K:
-        the control in which the oracle sees the wrong input."""
-        ids = sorted(self.store)
+        """For each row, the activations of its ``control_activation_id`` (another prompt of its dataset, fixed by
+        ``pair_controls``) at the same layer, trimmed or cycled to the row's K: the control in which the oracle
+        sees the wrong input."""
         out = []
         for row in rows:
-            own = ids.index(row["activation_id"])
-            other = self.store[ids[(own + len(ids) // 2 + 1) % len(ids)]][int(row["source_layer"])]
+            if not row.get("control_activation_id"):
+                raise SteeringError(f"row {row['activation_id']} has no control prompt (its dataset has a single "
+                                    "prompt): the control evaluation needs at least two")
+            other = self.store[row["control_activation_id"]][int(row["source_layer"])]
             k = len(self.store[row["activation_id"]][int(row["source_layer"])])
             reps = -(-k // len(other))
             out.append(other.repeat(reps, 1)[-k:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import statistics
 from pathlib import Path
 
 import datasets
@@ -12,9 +13,11 @@ import datasets
 from omegaconf import OmegaConf
 
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
-from ao_calib.calibration.metrics import calibration_report
+from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
+from ao_calib.calibration.metrics import CORRECT_AT, calibration_report
 from ao_calib.errors import AOCalibError
-from ao_calib.judges import JudgeContext, build_judge
+from ao_calib.judges import JudgeContext, JudgeItem, build_judge, judge_now
+from ao_calib.io import append_jsonl
 from ao_calib.judges.label import yes_no
 from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
@@ -28,7 +31,7 @@ from .data import load_labelled_rows, load_wildchat
 from .generate import generate_splits
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
-from .steering import ActivationSteering
+from .steering import ActivationSteering, pair_controls
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,10 @@ class OracleTask(Task):
         self.extraction = ExtractionStats()
 
     def pretrained_adapter(self) -> str | None:
+        if self.cfg.task.stand_in.enabled:
+            from .stand_in import ensure_stand_in_oracle
+
+            return str(ensure_stand_in_oracle(self.cfg))
         return self.cfg.model.ao_lora_id
 
     def steering(self) -> ActivationSteering | None:
@@ -75,8 +82,8 @@ class OracleTask(Task):
                                             mode=self.cfg.model.steering_mode,
                                             coefficient=tcfg.steering_coefficient)
         rng = random.Random(tcfg.data.generate.seed)
-        train = [self._oracle_row(r, store, layers, rng) for r in train_rows]
-        test = [self._oracle_row(r, store, layers, rng) for r in test_rows]
+        train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
+        test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
                  len(train), len(test), layers, self.extraction.texts, self.extraction.cache_hits)
         return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test))
@@ -84,21 +91,34 @@ class OracleTask(Task):
     def _rows(self) -> tuple[list[dict], list[dict]]:
         data = self.cfg.task.data
         if data.path:
-            return self._wildchat_rows()
-        if data.train_path:
+            train, test = self._wildchat_rows()
+        elif data.train_path:
             if not data.test_path:
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
-            return load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
-        gen = data.generate
-        return generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt, list(gen.kinds),
-                               gen.seed)
+            train, test = load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
+        else:
+            gen = data.generate
+            train, test = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
+                                          list(gen.kinds), gen.seed)
+        if data.withhold_answers:
+            train, test = ([{**r, "answer": None} for r in split] for split in (train, test))
+        if train and train[0]["answer"] is None:
+            self._check_judge_only_setup()
+        return train, test
+
+    def _check_judge_only_setup(self) -> None:
+        """Rows without reference answers (WildChat, or task.data.withhold_answers) are scored by a judge alone."""
+        cfg = self.cfg
+        if cfg.judge.name in ("none", "label"):
+            raise AOCalibError(f"task.data: these questions have no reference answers, so judge={cfg.judge.name} "
+                               "cannot score them: use judge=litellm (or judge=local)")
+        if cfg.trainer.name == "sft" or (cfg.warmup is not None and cfg.warmup.name != "format"):
+            raise AOCalibError("task.data: these questions have no reference answers to imitate: use "
+                               "warmup=format (the oracle's own answers, tagged) and an RL trainer, not SFT")
 
     def _wildchat_rows(self) -> tuple[list[dict], list[dict]]:
         """WildChat prompts split into train/test by prompt; answers are unknown (None) and left to the judge."""
         data = self.cfg.task.data
-        if self.cfg.judge.name in ("none", "label") or self.cfg.warmup is not None or self.cfg.trainer.name == "sft":
-            raise AOCalibError("task.data.path (WildChat questions) has no reference answers: use judge=litellm or "
-                               "judge=local with trainer=grpo and no warmup")
         rows = [{**r, "answer": None, "kind": r["question_type"]}
                 for r in load_wildchat(data.path, strict=data.strict).to_list()]
         prompts = sorted({r["prompt"] for r in rows}, key=activation_id)  # a stable, content-keyed shuffle
@@ -119,8 +139,9 @@ class OracleTask(Task):
         aid = activation_id(row["prompt"])
         layer = rng.choice(layers)
         confidence = rng.choice(list(self.cfg.task.sft_confidences))
+        question = row["question"] + (CONFIDENCE_INSTRUCTION if self.cfg.task.prompt.confidence_instruction else "")
         return {
-            "prompt": oracle_messages(layer, len(store[aid][layer]), row["question"]),
+            "prompt": oracle_messages(layer, len(store[aid][layer]), question),
             "completion": format_epistemic_status(confidence, row["answer"] or ""),
             "answer": row["answer"],
             "question": row["question"],
@@ -132,7 +153,8 @@ class OracleTask(Task):
 
     # --------------------------------------------------------------------------------- rewards / eval
 
-    def reward_functions(self) -> dict[str, RewardFn]:
+    def judge(self):
+        """The run's judge (built once; judge=local grades with the base model)."""
         if self.cfg.judge.get("_target_") is None:
             raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
                                "or judge=litellm")
@@ -142,15 +164,18 @@ class OracleTask(Task):
                                                                                resolve=True),
                                    default_prompt=self.judge_prompt())
             self._judge = build_judge(self.cfg.judge, context)
-        return {"calibration": make_oracle_reward(self._judge, self.cfg.task.calibration)}
+        return self._judge
+
+    def reward_functions(self) -> dict[str, RewardFn]:
+        return {"calibration": make_oracle_reward(self.judge(), self.cfg.task.calibration)}
 
     def summary(self) -> dict:
         return {"judge": self._judge.totals()} if self._judge else {}
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
+        if row["answer"] is None:
+            return self.score_batch([completion], [row])[0]
         status = parse_epistemic_status(completion)
-        if row["answer"] is None:  # WildChat rows: no reference answer, so only the format is scored here
-            return {"parsed": float(status.parsed), "confidence": status.confidence / 100}
         correct = float(yes_no(status.answer) == yes_no(row["answer"]))
         return {
             "correct": correct,
@@ -159,12 +184,89 @@ class OracleTask(Task):
             "calibration_reward": tagged_reward(correct, status, self.cfg.task.calibration),
         }
 
+    def score_batch(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+        """Rows with a reference answer are scored against it; the others (WildChat) by the judge, in one batched
+        call through its cache, so re-evaluating the same answers costs no judge call. A masked judgment leaves
+        the sample out of the calibration figures and is counted (``judge_failed``)."""
+        judged = [i for i, r in enumerate(rows) if r["answer"] is None]
+        scores = [None if r["answer"] is None else self.score(c, r) for c, r in zip(completions, rows)]
+        if not judged:
+            return scores
+        statuses = {i: parse_epistemic_status(completions[i]) for i in judged}
+        infos = self.judge_answers([rows[i] for i in judged], [statuses[i].answer for i in judged])
+        for i, info in zip(judged, infos):
+            status = statuses[i]
+            base = {"confidence": status.confidence / 100, "parsed": float(status.parsed)}
+            if info is None:
+                scores[i] = {**base, "judge_failed": 1.0}
+            else:
+                scores[i] = {**base, "informativeness": info, "correct": float(info >= CORRECT_AT),
+                             "calibration_reward": tagged_reward(info, status, self.cfg.task.calibration),
+                             "judge_failed": 0.0}
+        return scores
+
+    def judge_answers(self, rows: list[dict], answers: list[str]) -> list[float | None]:
+        """The judge's informativeness of each answer to its row's question, outside training (evaluation, the
+        format warm-up); the judge's counters for this call are logged, not carried into a training step."""
+        judge = self.judge()
+        items = [JudgeItem(prompt=r["source_prompt"], question=r["question"], answer=a, label=r["answer"])
+                 for r, a in zip(rows, answers)]
+        infos = judge_now(judge, items)
+        stats = judge.pop_step_stats()
+        failed = sum(i is None for i in infos)
+        if failed:
+            log.warning("judge: %d of %d answers could not be judged (%s); they are left out of the figures",
+                        failed, len(infos), ", ".join(f"{k} {v:g}" for k, v in stats.items()))
+        return infos
+
+    # --------------------------------------------------------------------------------------- warm-up
+
+    def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
+        """``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
+        each answer keeps its words and gets a tag: 100 × the judge's informativeness of it (``confidence=judge``,
+        a calibrated start) or a draw from ``task.sft_confidences`` (``spread``). The targets are written to
+        ``warmup_targets.jsonl`` in the run directory."""
+        if stage.name != "format":
+            return data
+        from ao_calib.evaluation.generation import generate_completions
+
+        rows = data.train.to_list()[: stage.num_questions or None]
+        raw = generate_completions(model, tokenizer, rows, chat_template_kwargs=OmegaConf.to_container(
+            self.cfg.model.chat_template_kwargs, resolve=True), max_new_tokens=stage.max_new_tokens,
+            batch_size=stage.generation_batch_size, steering=self._steering, desc="format warm-up: own answers")
+        answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
+        kept = [(r, a) for r, a in zip(rows, answers) if a]
+        source = str(getattr(stage.confidence, "value", stage.confidence))
+        if source == "auto":
+            source = "judge" if self.cfg.judge.get("_target_") is not None else "spread"
+        if source == "judge":
+            infos = self.judge_answers([r for r, _ in kept], [a for _, a in kept])
+            confidences = [None if i is None else round(100 * i) for i in infos]
+        else:
+            rng = random.Random(stage.seed)
+            confidences = [rng.choice(list(self.cfg.task.sft_confidences)) for _ in kept]
+        targets = [{**r, "completion": format_epistemic_status(c, a)}
+                   for (r, a), c in zip(kept, confidences) if c is not None]
+        if not targets:
+            raise AOCalibError(f"warmup=format: none of {len(rows)} own answers could be used ({len(rows) - len(kept)} "
+                               "empty, the rest not judged); check the model and the judge")
+        (run_dir / "warmup_targets.jsonl").unlink(missing_ok=True)
+        append_jsonl(run_dir / "warmup_targets.jsonl", [
+            {"question": t["question"], "completion": t["completion"], "source_prompt": t["source_prompt"]}
+            for t in targets])
+        tagged = [c for c in confidences if c is not None]
+        print(f"[warmup:format] {len(targets)} of {len(rows)} training questions answered by the model itself and "
+              f"tagged from the {source} ({len(rows) - len(kept)} empty answers, "
+              f"{len(kept) - len(targets)} not judged); confidence mean {sum(tagged) / len(tagged):.1f}, "
+              f"std {statistics.pstdev(tagged):.1f}", flush=True)
+        return TaskData(train=datasets.Dataset.from_list(targets), test=data.test)
+
     def oracle_rows(self, rows: list[dict], tokenizer, model, seed: int = 0) -> list[dict]:
         """Oracle rows (with activations extracted into the steering store) for more labelled rows: a
         classification suite, or a calibration split for a recalibration baseline."""
         self._steering.store.update(self._extract({r["prompt"] for r in rows}, tokenizer, model, self._layers))
         rng = random.Random(seed)
-        return [self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows]
+        return pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows])
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         ccfg = self.cfg.task.classification
@@ -173,27 +275,49 @@ class OracleTask(Task):
         suite, skipped = load_suite(list(ccfg.datasets), ccfg.data_dir, ccfg.n_per_dataset, ccfg.seed)
         for name, reason in skipped.items():
             log.warning("classification eval: %s skipped: %s", name, reason)
-        results, pooled = {}, []
+        results, pooled, records = {}, [], []
         for name, rows in suite.items():
             oracle_rows = self.oracle_rows(rows, tokenizer, model, seed=ccfg.seed)
-            scores = [self.score(c, r) for c, r in zip(generate(oracle_rows), oracle_rows)]
+            completions = generate(oracle_rows, desc=f"{tag}/{name}")
+            scores = [self.score(c, r) for c, r in zip(completions, oracle_rows)]
+            controls = [None] * len(oracle_rows)
+            if self.cfg.task.eval_control and len({r["activation_id"] for r in oracle_rows}) > 1:
+                controls = generate(oracle_rows, control=True, desc=f"{tag}/{name}_control")
             pooled += scores
             results[name] = _calibration_of(scores)
+            if controls[0] is not None:
+                results[name]["control_accuracy"] = sum(
+                    self.score(c, r)["correct"] for c, r in zip(controls, oracle_rows)) / len(oracle_rows)
+            records += [{"dataset": name, "question": r["question"], "expected": r["answer"],
+                         "source_layer": r["source_layer"], "activation_id": r["activation_id"],
+                         "control_activation_id": r["control_activation_id"], "completion": c, "scores": sc,
+                         "control_completion": cc} for r, c, sc, cc in zip(oracle_rows, completions, scores, controls)]
         if pooled:
             results["overall"] = _calibration_of(pooled)
+        predictions = run_dir.predictions(tag, "classification")
+        predictions.unlink(missing_ok=True)
+        append_jsonl(predictions, records)
         _print_classification_table(tag, results, skipped)
         return {"classification": results, "classification_skipped": skipped}
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
+        """Labelled rows: calibration against correctness. Judged rows (WildChat): calibration against the judge's
+        informativeness (AUROC at informativeness >= 0.5, Brier against the score itself)."""
         parse_rate = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
-        unlabelled = [r for r in records if "correct" not in r["scores"]]
-        records = [r for r in records if "correct" in r["scores"]]
-        if not records:  # accuracy and calibration need reference answers; see the classification suite
-            return {"parse_rate": parse_rate, "unlabelled": float(len(unlabelled)), "accuracy": float("nan")}
-        metrics = self.calibration_metrics(records, [r["scores"]["confidence"] for r in records],
-                                           [r["scores"]["correct"] for r in records], run_dir, tag)
+        judged = [r for r in records if "informativeness" in r["scores"]]
+        failed = sum(r["scores"].get("judge_failed", 0.0) for r in records)
+        labelled = [r for r in records if "informativeness" not in r["scores"] and "correct" in r["scores"]]
+        scored = judged or labelled
+        if not scored:
+            return {"parse_rate": parse_rate, "judge_failed": failed, "accuracy": float("nan")}
+        outcomes = [r["scores"]["informativeness"] if judged else r["scores"]["correct"] for r in scored]
+        metrics = self.calibration_metrics(scored, [r["scores"]["confidence"] for r in scored], outcomes, run_dir,
+                                           tag)
         metrics["parse_rate"] = parse_rate
-        metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in records) / len(records)
+        metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in scored) / len(scored)
+        if judged:
+            metrics["informativeness"] = sum(outcomes) / len(outcomes)
+            metrics["judge_failed"] = failed
         return metrics
 
 
@@ -203,9 +327,12 @@ def _calibration_of(scores: list[dict]) -> dict[str, float]:
 
 
 def _print_classification_table(tag: str, results: dict, skipped: dict) -> None:
-    lines = [f"[eval:{tag}] classification suite", f"  {'dataset':<18}{'n':>6}{'acc':>8}{'AUROC':>8}{'ECE':>8}{'MCE':>8}{'Brier':>8}"]
+    lines = [f"[eval:{tag}] classification suite",
+             f"  {'dataset':<18}{'n':>6}{'acc':>8}{'control':>9}{'AUROC':>8}{'ECE':>8}{'MCE':>8}{'Brier':>8}"]
     for name, m in results.items():
-        lines.append(f"  {name:<18}{m['n']:>6}{m['accuracy']:>8.3f}{m['auroc']:>8.3f}{m['ece']:>8.3f}{m['mce']:>8.3f}{m['brier']:>8.3f}")
+        control = f"{m['control_accuracy']:>9.3f}" if "control_accuracy" in m else f"{'-':>9}"
+        lines.append(f"  {name:<18}{m['n']:>6}{m['accuracy']:>8.3f}{control}{m['auroc']:>8.3f}{m['ece']:>8.3f}"
+                     f"{m['mce']:>8.3f}{m['brier']:>8.3f}")
     lines += [f"  {name:<18} skipped: {reason}" for name, reason in skipped.items()]
     print("\n".join(lines), flush=True)
 
