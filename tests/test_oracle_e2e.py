@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
 
@@ -170,6 +172,7 @@ def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
     assert refused.returncode == 2 and "no reference answers" in refused.stderr
 
 
+@pytest.mark.slow
 def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_calibration(tmp_path):
     """experiment=oracle_seed_tiny on WildChat-format data written here and a judge server that reads the text:
     a pretrained oracle that writes no tag (the stand-in), format warm-up, GRPO, held-out calibration against
