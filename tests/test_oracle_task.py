@@ -149,3 +149,20 @@ def test_control_pairs_depend_on_the_dataset_only():
     alone = pair_controls([{"activation_id": "only", "source_layer": 1}])
     with pytest.raises(SteeringError, match="single prompt"):
         ActivationSteering({"only": {1: torch.ones(3, 2)}}, placeholder_id=0).control_vectors(alone)
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_confidence_instruction_is_appended_only_when_asked(asked):
+    import random
+
+    import torch
+
+    from ao_calib.calibration import CONFIDENCE_INSTRUCTION
+    from ao_calib.config import compose_run_config
+    from ao_calib_tasks.oracle.task import OracleTask, activation_id
+
+    cfg = compose_run_config(["experiment=oracle_tiny", f"task.prompt.confidence_instruction={str(asked).lower()}"])
+    row = OracleTask(cfg)._oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
+                                      {activation_id("p"): {1: torch.zeros(3, 4)}}, [1], random.Random(0))
+    assert row["prompt"][-1]["content"].endswith(CONFIDENCE_INSTRUCTION) is asked
+    assert "Is it?" in row["prompt"][-1]["content"]
