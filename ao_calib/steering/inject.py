@@ -150,10 +150,10 @@ def _checkpoint_reruns_hooks(layer: torch.nn.Module) -> bool:
     memory), and every later layer's checkpoint starts from the injected stream. From 5.23 only ``forward`` is
     checkpointed and hooks stay outside the recomputation, so nothing needs changing.
     """
-    if not getattr(layer, "gradient_checkpointing", False):
-        return False
-    return any("__call__" in vars(cls) for cls in type(layer).__mro__
-               if cls.__name__ == "GradientCheckpointingLayer")
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return (isinstance(layer, GradientCheckpointingLayer) and layer.gradient_checkpointing
+            and "__call__" in vars(GradientCheckpointingLayer))
 
 
 def _check_placeholders(input_ids: torch.Tensor | None, shape, batch: SteeringBatch, token_id: int) -> None:

@@ -281,7 +281,7 @@ class OracleTask(Task):
             completions = generate(oracle_rows, desc=f"{tag}/{name}")
             scores = [self.score(c, r) for c, r in zip(completions, oracle_rows)]
             controls = [None] * len(oracle_rows)
-            if self.cfg.task.eval_control and len({r["activation_id"] for r in oracle_rows}) > 1:
+            if self.cfg.task.eval_control and all(r["control_activation_id"] for r in oracle_rows):
                 controls = generate(oracle_rows, control=True, desc=f"{tag}/{name}_control")
             pooled += scores
             results[name] = _calibration_of(scores)
