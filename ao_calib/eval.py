@@ -1,15 +1,18 @@
-"""``python -m ao_calib.eval run_dir=PATH [num_samples=N] [adapter=PATH] [batch_size=B] [max_new_tokens=T]
-[temperature=T] [tag=NAME]``
+"""``python -m ao_calib.eval run_dir=PATH [option=value ...]``: re-evaluate a saved run.
 
-Re-evaluates a saved run on its task's held-out split with the run's own config, and writes ``eval.json``
-(or ``eval_<tag>.json`` with ``tag=...``) into the run directory.
+Evaluates the run's adapter on its task's held-out split with the run's own config and writes the result under a
+new tag, beside the run's own files: ``eval_<tag>.json``, ``eval_predictions_<tag>.jsonl`` and the tag's plots.
+The run's own result (``eval.json``, written when it finished) is never replaced: without ``tag=`` the tag is
+``reeval_<date>-<time>``, and an existing tag is refused unless ``overwrite=true``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -20,26 +23,52 @@ from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
 
 
+def _option(help_text: str, default=None):
+    return field(default=default, metadata={"help": help_text})
+
+
 @dataclass
 class EvalArgs:
-    run_dir: str
-    num_samples: Optional[int] = None
-    adapter: Optional[str] = None  # default: RUN/adapter
-    batch_size: Optional[int] = None
-    max_new_tokens: Optional[int] = None
-    temperature: Optional[float] = None  # default: the run's eval.temperature; 0: greedy
-    tag: str = "final"
+    run_dir: str = field(metadata={"help": "the run directory to re-evaluate (required)"})
+    num_samples: Optional[int] = _option("held-out rows to evaluate (default: the run's eval.num_samples)")
+    adapter: Optional[str] = _option("adapter directory to evaluate (default: RUN/adapter; a checkpoint works)")
+    batch_size: Optional[int] = _option("generation batch size (default: the run's eval.batch_size)")
+    max_new_tokens: Optional[int] = _option("tokens generated per answer (default: the run's setting)")
+    temperature: Optional[float] = _option("0: greedy; above 0 samples from a fixed seed (default: the run's)")
+    tag: Optional[str] = _option("name of this evaluation's files, eval_<tag>.json (default: reeval_<date>-<time>)")
+    overwrite: bool = _option("replace an evaluation that already has this tag", False)
+
+
+def usage() -> str:
+    lines = ["usage: python -m ao_calib.eval run_dir=PATH [option=value ...]", "", (__doc__ or "").split("\n\n")[1].strip(),
+             "", "options:"]
+    for f in dataclasses.fields(EvalArgs):
+        lines.append(f"  {f.name:<16} {f.metadata['help']}")
+    lines += ["", "example: python -m ao_calib.eval run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100"]
+    return "\n".join(lines)
 
 
 def parse_args(argv: list[str]) -> EvalArgs:
+    if not argv:
+        raise AOCalibError("run_dir= is required\n\n" + usage())
     try:
         merged = OmegaConf.merge(OmegaConf.structured(EvalArgs), OmegaConf.from_dotlist(argv))
         return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        raise AOCalibError(f"bad arguments {argv}: {exc}".splitlines()[0] + "\n" + (__doc__ or "")) from None
+    except (OmegaConfBaseException, ValueError) as exc:
+        raise AOCalibError(f"bad arguments {argv}: {exc}".splitlines()[0] + "\n\n" + usage()) from None
 
 
-def run_eval(args: EvalArgs) -> dict:
+def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
+    """The tag this evaluation writes under: never one that already exists, unless ``overwrite``."""
+    tag = tag or time.strftime("reeval_%Y%m%d-%H%M%S")
+    existing = run_dir.eval_report(tag)
+    if existing.exists() and not overwrite:
+        raise AOCalibError(f"{existing} already exists: choose another tag=, or pass overwrite=true to replace it")
+    return tag
+
+
+def run_eval(args: EvalArgs) -> tuple[dict, str]:
+    """Evaluates and returns ``(metrics, tag)``."""
     from ao_calib import models
     from ao_calib.config import load_run_config
     from ao_calib.evaluation import evaluate
@@ -48,6 +77,7 @@ def run_eval(args: EvalArgs) -> dict:
     run_dir = RunDir(args.run_dir)
     if not run_dir.config.exists():
         raise AOCalibError(f"{run_dir} is not a run directory: {run_dir.config} is missing")
+    tag = choose_tag(run_dir, args.tag, args.overwrite)
     cfg = load_run_config(run_dir.config)
     adapter = Path(args.adapter) if args.adapter else run_dir.adapter
     if not (adapter / "adapter_config.json").exists():
@@ -58,22 +88,30 @@ def run_eval(args: EvalArgs) -> dict:
     tokenizer = models.load_tokenizer(source)
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
-    return evaluate(
+    metrics = evaluate(
         task, model, tokenizer, data.test,
         num_samples=args.num_samples or cfg.eval.num_samples,
         batch_size=args.batch_size or cfg.eval.batch_size,
         max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
-        run_dir=run_dir, tag=args.tag, mismatches_printed=cfg.eval.mismatches_printed,
+        run_dir=run_dir, tag=tag, mismatches_printed=cfg.eval.mismatches_printed,
         temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),
         seed=cfg.eval.get("seed", 0),
     )
+    print(f"wrote {run_dir.eval_report(tag)} and {run_dir.predictions(tag).name} (tag={tag}); "
+          f"the run's own {run_dir.eval_report().name} is unchanged" if tag != RunDir.FINAL else
+          f"replaced {run_dir.eval_report(tag)} (tag={tag}, overwrite=true)", flush=True)
+    return metrics, tag
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(usage())
+        return 0
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
     try:
-        run_eval(parse_args(sys.argv[1:] if argv is None else argv))
+        run_eval(parse_args(argv))
     except AOCalibError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

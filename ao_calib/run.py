@@ -15,6 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib.config import unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
 from ao_calib.io import atomic_write_text
