@@ -18,6 +18,20 @@ from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 log = logging.getLogger(__name__)
 
 QUICKSTART_HINT = "For an offline run on this machine use: python -m ao_calib.run experiment=quickstart"
+OFFLINE_MODEL = "tiny_qwen3"
+
+
+def offline_hint() -> str:
+    """The command the user ran, with the tiny offline model instead of theirs; the quickstart outside a run."""
+    import shlex
+
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return QUICKSTART_HINT
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("model=")]
+    return ("For an offline run on this machine, the same with the tiny model: python -m ao_calib.run "
+            + shlex.join([*overrides, f"model={OFFLINE_MODEL}"]))
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -45,7 +59,7 @@ def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) 
             missing.append(f"'{repo}' (not in the local Hugging Face cache, and the hub cannot be reached)")
     if missing:
         raise ResourceUnavailableError(
-            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + QUICKSTART_HINT
+            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + offline_hint()
         )
 
 
