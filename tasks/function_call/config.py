@@ -19,7 +19,11 @@ class GeneratedDataConfig:
 
 @dataclass
 class FunctionCallDataConfig:
-    # JSONL rows of prompt and answer (the function-calling design notes' format); null -> generated data
+    # rows: JSONL rows of prompt and answer (the function-calling design notes' format).
+    # bfcl: BFCL question files (or a folder laid out as BFCL's bfcl_eval/data) with their possible_answer files;
+    # without paths, the generator's cases in BFCL's format.
+    format: str = "rows"
+    # null -> generated data
     train_path: Optional[str] = None
     test_path: Optional[str] = None
     generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
@@ -31,3 +35,10 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
     data: FunctionCallDataConfig = field(default_factory=FunctionCallDataConfig)
+    # BFCL scoring: true rejects prose or a fenced block around the call, as BFCL's decoder does;
+    # false takes the first call list found in a fenced block or on a line of its own.
+    strict_format: bool = True
+
+    def __post_init__(self):
+        if self.data.format not in ("rows", "bfcl"):
+            raise ValueError(f"data.format: {self.data.format!r} is not one of rows, bfcl")

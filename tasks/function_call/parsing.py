@@ -46,10 +46,10 @@ class Call:
 
 
 def parse_calls(text: str) -> list[Call]:
-    """Return the calls in ``text``, one per line, in order.
+    """Return the calls in ``text``, one per line (or a BFCL-style list of them per line), in order.
 
     Each line (stripped, trailing ``;`` removed) counts when it is exactly one
-    call whose callee is a name or dotted name and whose arguments are all
+    call, or a list ``[f(a=1), g(b=2)]`` of such calls, whose callee is a name or dotted name and whose arguments are all
     literals. Anything else on a line (prose, nested calls, variables,
     ``*args``/``**kwargs``, assignments) yields nothing from that line. If no
     line gives a call, the whole text is tried as well, so a call spread over
@@ -60,9 +60,7 @@ def parse_calls(text: str) -> list[Call]:
     text = text[:MAX_TEXT_CHARS]
     calls: list[Call] = []
     for line in text.split("\n"):
-        call = _parse_line(line)
-        if call is not None:
-            calls.append(call)
+        calls.extend(_parse_line(line))
     if calls:
         return calls
     return _parse_block(text)
@@ -75,12 +73,24 @@ def _clean(line: str) -> str:
     return line
 
 
-def _parse_line(line: str) -> Call | None:
+def _parse_line(line: str) -> list[Call]:
+    """The call on a line, or the calls of a line in BFCL's list format ``[f(a=1), g(b=2)]``."""
     line = _clean(line)
     if not line or len(line) > MAX_LINE_CHARS or "(" not in line:
-        return None
+        return []
     tree = _safe_parse(line, "eval")
-    return _to_call(tree.body) if isinstance(tree, ast.Expression) else None
+    if not isinstance(tree, ast.Expression):
+        return []
+    return _to_calls(tree.body)
+
+
+def _to_calls(node: ast.expr) -> list[Call]:
+    """A call, or a list/tuple of calls (all of them, or none when one element is not a valid call)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        calls = [_to_call(e) for e in node.elts]
+        return calls if calls and None not in calls else []
+    call = _to_call(node)
+    return [call] if call is not None else []
 
 
 def _parse_block(text: str) -> list[Call]:
@@ -98,10 +108,10 @@ def _parse_block(text: str) -> list[Call]:
         return []
     calls = []
     for stmt in tree.body:
-        call = _to_call(stmt.value) if isinstance(stmt, ast.Expr) else None
-        if call is None:
+        found = _to_calls(stmt.value) if isinstance(stmt, ast.Expr) else []
+        if not found:
             return []
-        calls.append(call)
+        calls.extend(found)
     return calls
 
 

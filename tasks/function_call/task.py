@@ -14,6 +14,8 @@ from ao_calib.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskData
 
+from . import bfcl
+from .bfcl_rewards import make_rewards as make_bfcl_rewards, score_case
 from .config import FunctionCallTaskConfig
 from .data import load_rows
 from .generate import generate_splits
@@ -27,8 +29,19 @@ class FunctionCallTask(Task):
     headline_metric = "tool_call_exact"
     calibrated_reward = "calibrated_overall"  # reward=calibrated_function_call
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if self.bfcl:
+            self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy; reported per category too
+
+    @property
+    def bfcl(self) -> bool:
+        return self.cfg.task.data.format == "bfcl"
+
     def build_data(self, tokenizer, model=None) -> TaskData:
         data_cfg = self.cfg.task.data
+        if self.bfcl:
+            return self._bfcl_data()
         if data_cfg.train_path:
             train_path = Path(data_cfg.train_path)
             if not data_cfg.test_path:
@@ -44,6 +57,28 @@ class FunctionCallTask(Task):
         suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
         return TaskData(train=_as_chat_dataset(train_rows, suffix), test=_as_chat_dataset(test_rows, suffix))
 
+    def _bfcl_data(self) -> TaskData:
+        data_cfg = self.cfg.task.data
+        if data_cfg.train_path or data_cfg.test_path:
+            if not (data_cfg.train_path and data_cfg.test_path):
+                raise AOCalibError("task.data.format=bfcl: set both task.data.train_path and task.data.test_path "
+                                   "(BFCL question files or folders), or neither for generated cases")
+            train, test = bfcl.load_cases(data_cfg.train_path), bfcl.load_cases(data_cfg.test_path)
+            overlap = {c["id"] for c in train} & {c["id"] for c in test}
+            if overlap:
+                raise AOCalibError(f"task.data: {len(overlap)} BFCL ids are in both train and test "
+                                   f"(e.g. {sorted(overlap)[0]}); evaluation would score memorised cases")
+        else:
+            gen = data_cfg.generate
+            train = bfcl.generated_cases(gen.n_train, gen.seed, "train")
+            test = bfcl.generated_cases(gen.n_test, gen.seed, "test")
+        if data_cfg.max_train_samples:
+            train = train[: data_cfg.max_train_samples]
+        log.info("function_call BFCL data: %d train cases, %d test cases", len(train), len(test))
+        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in train]),
+                        test=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in test]))
+
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
         gen = self.cfg.task.data.generate
@@ -57,13 +92,40 @@ class FunctionCallTask(Task):
         return train_path, test_path
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        return {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.cfg.task.calibration)}
+        rewards = {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.cfg.task.calibration)}
+        if self.bfcl:
+            rewards.update(make_bfcl_rewards(self.cfg.task.strict_format))
+        return rewards
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
         scores = score_completion(completion, row["answer"])
+        if self.bfcl:
+            bfcl_scores = score_case(_plain_text(completion), json.loads(row["bfcl_functions"]),
+                                     json.loads(row["bfcl_ground_truth"]), self.cfg.task.strict_format)
+            bfcl_scores.pop("error_type")
+            scores.update(bfcl_scores)
         if self.calibrated:
             scores["confidence"] = parse_epistemic_status(completion).confidence / 100
         return scores
+
+    def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
+        metrics = super().aggregate(records, run_dir, tag)
+        if self.bfcl and records:
+            metrics.update(category_accuracy(records))
+        return metrics
+
+
+def _plain_text(completion: str) -> str:
+    status = parse_epistemic_status(completion)
+    return status.answer if status.parsed else completion
+
+
+def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str, float]:
+    """BFCL's AST accuracy per category (the leaderboard's columns): ``ast_accuracy/<category>``."""
+    by_kind: dict[str, list[float]] = {}
+    for record in records:
+        by_kind.setdefault(record.get("kind") or "all", []).append(record["scores"][metric])
+    return {f"ast_accuracy/{kind}": sum(v) / len(v) for kind, v in sorted(by_kind.items())}
 
 
 def _as_chat_dataset(rows: list[dict], suffix: str = "") -> datasets.Dataset:

@@ -1,0 +1,260 @@
+"""BFCL data: question files with their ``possible_answer`` files, validated, and prompted as BFCL prompts.
+
+A BFCL question file (``BFCL_v4_simple_python.json`` and the like; JSON lines despite the name) holds rows of
+``id``, ``question`` (a list of turns, each a list of ``{"role", "content"}`` messages) and ``function`` (the
+JSON-schema docs of the callable functions). Its ground truth lives in ``possible_answer/<same name>`` as rows of
+``id`` and ``ground_truth``: one ``{function: {param: [acceptable values]}}`` per expected call. A row may also
+carry its ground truth itself, as ``ground_truth`` or ``possible_answer`` (the scorer's input format).
+
+Prompts follow BFCL's default for prompting models: an instruction to answer only with
+``[func(param=value, ...), ...]`` and the function docs as JSON in the system turn, then the question's turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+from ao_calib.errors import DataValidationError
+from .bfcl_checker import SCHEMA_TYPES
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_CATEGORIES = ("simple", "simple_python", "multiple", "parallel", "parallel_multiple",
+                        "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+"""BFCL's single-turn Python AST categories (``simple`` is v3's name of ``simple_python``)."""
+
+SYSTEM_PROMPT = (
+    "You are an expert at composing function calls. You get a question and a set of functions you may call. "
+    "Answer the question with one or more function calls. If no function fits, or the question lacks a value a "
+    "function needs, say so.\n"
+    "Reply with the function calls only, in the form "
+    "[func_name1(param_name1=value1, param_name2=value2...), func_name2(params)], with no other text.\n\n"
+    "The functions you may call, in JSON:\n{functions}\n"
+)
+"""BFCL's default prompt for prompting models in substance (its output format, JSON function docs in the
+system turn), in this project's words."""
+
+
+def category_of(case_id: str) -> str:
+    """``simple_python_12`` -> ``simple_python``; ``live_parallel_multiple_3-2-1`` -> ``live_parallel_multiple``."""
+    head = case_id.rsplit("_", 1)[0] if "_" in case_id else case_id
+    return head
+
+
+def system_prompt(functions: list[dict]) -> str:
+    return SYSTEM_PROMPT.format(functions=json.dumps(functions, indent=4))
+
+
+def prompt_messages(row: dict) -> list[dict[str, str]]:
+    """The chat a model answers: the system turn with the function docs, then the question's messages."""
+    return [{"role": "system", "content": system_prompt(row["function"])}, *row["question"][0]]
+
+
+def reference_call_text(ground_truth: list[dict]) -> str:
+    """One correct answer in BFCL's format: each parameter's first acceptable value, omittable ones left out."""
+    calls = []
+    for expected in ground_truth:
+        (name, params), = expected.items()
+        args = [f"{p}={_py_literal(_first_value(options))}" for p, options in params.items()
+                if any(v != "" for v in options)]
+        calls.append(f"{name}({', '.join(args)})")
+    return "[" + ", ".join(calls) + "]"
+
+
+def _first_value(options: list) -> Any:
+    """The first acceptable value; a dict's acceptable values are themselves per-key lists, resolved the same way."""
+    value = next(v for v in options if v != "")
+    if isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
+        return {k: _first_value(v) for k, v in value.items() if any(x != "" for x in v)}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [_first_value([v]) for v in value]
+    return value
+
+
+def _py_literal(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON string escapes are valid Python
+    if isinstance(value, list):
+        return "[" + ", ".join(_py_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py_literal(k)}: {_py_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+def _fail(source: str, index: int, field: str | None, line_no: int, reason: str):
+    raise DataValidationError(source, index, field, f"(line {line_no}) {reason}")
+
+
+def validate_case(row: Any, source: str, index: int, line_no: int) -> dict:
+    """A BFCL case with its ground truth, checked so a bad file fails at load time naming the field."""
+    if not isinstance(row, dict):
+        _fail(source, index, None, line_no, f"expected a JSON object, got {type(row).__name__}")
+    if not isinstance(row.get("id"), str) or not row["id"]:
+        _fail(source, index, "id", line_no, "missing or not a non-empty string")
+    category = row.get("category") or category_of(row["id"])
+    if "java" in category:
+        _fail(source, index, "id", line_no, f"category {category!r}: only Python categories are supported "
+                                            f"({', '.join(SUPPORTED_CATEGORIES)})")
+    question = row.get("question")
+    if not (isinstance(question, list) and len(question) == 1 and isinstance(question[0], list) and question[0]
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in question[0])):
+        _fail(source, index, "question", line_no,
+              "expected one turn: [[{\"role\": ..., \"content\": ...}, ...]] (multi-turn cases are not supported)")
+    functions = row.get("function")
+    if not isinstance(functions, list) or not functions:
+        _fail(source, index, "function", line_no, "expected a non-empty list of function docs")
+    for f in functions:
+        props = (f.get("parameters") or {}).get("properties") if isinstance(f, dict) else None
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(props, dict):
+            _fail(source, index, "function", line_no, "each function needs a name and parameters.properties")
+        for p, spec in props.items():
+            if not isinstance(spec, dict) or spec.get("type") not in SCHEMA_TYPES:
+                _fail(source, index, "function", line_no, f"{f['name']}.{p}: type {spec.get('type')!r} "
+                                                          f"is not one of {', '.join(SCHEMA_TYPES)}")
+    truth = row.get("ground_truth", row.get("possible_answer"))
+    field = "ground_truth" if "ground_truth" in row else "possible_answer"
+    if not isinstance(truth, list) or not truth:
+        _fail(source, index, field, line_no, "expected a non-empty list of {function: {param: [values]}}")
+    names = {f["name"] for f in functions}
+    for expected in truth:
+        if not (isinstance(expected, dict) and len(expected) == 1):
+            _fail(source, index, field, line_no, "each expected call is a one-key object {function: {...}}")
+        (name, params), = expected.items()
+        if name not in names:
+            _fail(source, index, field, line_no, f"expected function {name!r} is not among the function docs")
+        if not isinstance(params, dict) or not all(isinstance(v, list) for v in params.values()):
+            _fail(source, index, field, line_no, f"{name}: each parameter maps to a list of acceptable values")
+    return {"id": row["id"], "category": category, "question": question, "function": functions,
+            "ground_truth": truth}
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, Any]]:
+    source = str(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"BFCL file not found: {source}")
+    out = []
+    for line_no, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((line_no, json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise DataValidationError(source, len(out), None, f"(line {line_no}) not valid JSON: {e.msg}") from e
+    if not out:
+        raise DataValidationError(source, 0, None, "no rows")
+    return out
+
+
+def answers_file(question_file: Path) -> Path:
+    """Where BFCL keeps a question file's ground truth: ``possible_answer/`` beside it, same name."""
+    return question_file.parent / "possible_answer" / question_file.name
+
+
+def load_question_file(path: str | Path) -> list[dict]:
+    """Validated cases of one question file, joined by ``id`` with its ``possible_answer`` file when the rows
+    do not carry their own ground truth."""
+    path = Path(path)
+    rows = _read_jsonl(path)
+    if not all(isinstance(r, dict) and ("ground_truth" in r or "possible_answer" in r) for _, r in rows):
+        answer_path = answers_file(path)
+        if not answer_path.is_file():
+            raise FileNotFoundError(f"{path}: rows have no ground_truth and {answer_path} does not exist")
+        truth = {}
+        for line_no, answer in _read_jsonl(answer_path):
+            if not isinstance(answer, dict) or "id" not in answer or "ground_truth" not in answer:
+                raise DataValidationError(str(answer_path), len(truth), "ground_truth",
+                                          f"(line {line_no}) rows need id and ground_truth")
+            truth[answer["id"]] = answer["ground_truth"]
+        joined = []
+        for i, (line_no, row) in enumerate(rows):
+            if isinstance(row, dict) and row.get("id") not in truth:
+                raise DataValidationError(str(path), i, "id", f"(line {line_no}) {row.get('id')!r} has no "
+                                                              f"ground truth in {answer_path}")
+            joined.append((line_no, {**row, "ground_truth": truth[row["id"]]} if isinstance(row, dict) else row))
+        rows = joined
+    return [validate_case(row, str(path), i, line_no) for i, (line_no, row) in enumerate(rows)]
+
+
+def load_cases(path: str | Path) -> list[dict]:
+    """One question file, or every supported category's question file in a directory laid out as BFCL's
+    ``bfcl_eval/data`` (files of other categories, e.g. multi-turn, are skipped with a note)."""
+    path = Path(path)
+    if not path.is_dir():
+        return load_question_file(path)
+    cases = []
+    for file in sorted(path.glob("*.json*")):
+        category = file.stem.split("_", 2)[-1] if file.stem.startswith("BFCL_") else None
+        if category not in SUPPORTED_CATEGORIES or not answers_file(file).is_file():
+            log.info("BFCL: skipping %s (category %s not supported or no possible_answer file)", file.name, category)
+            continue
+        cases += load_question_file(file)
+    if not cases:
+        raise FileNotFoundError(f"no BFCL question file of a supported category in {path}")
+    return cases
+
+
+def training_row(case: dict, suffix: str = "") -> dict:
+    """A dataset row: chat prompt, a reference answer (also the SFT warm-up target), and the case as JSON text
+    (the schemas vary per row, which a columnar dataset cannot hold as nested columns)."""
+    messages = prompt_messages(case)
+    if suffix:
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + suffix}
+    reference = reference_call_text(case["ground_truth"])
+    return {"prompt": messages, "answer": reference, "completion": reference, "id": case["id"],
+            "kind": case["category"], "bfcl_functions": json.dumps(case["function"]),
+            "bfcl_ground_truth": json.dumps(case["ground_truth"])}
+
+
+# ---------------------------------------------------------------------------------- generated BFCL data
+
+
+_TYPE_NAMES = {"int": "integer", "float": "float", "str": "string", "bool": "boolean"}
+
+
+def _json_schema(param_type: str) -> dict:
+    if param_type.startswith("list["):
+        return {"type": "array", "items": {"type": _TYPE_NAMES[param_type[5:-1]]}}
+    return {"type": _TYPE_NAMES[param_type]}
+
+
+def generated_cases(n: int, seed: int, tag: str) -> list[dict]:
+    """BFCL-format cases from the offline generator (its functions as JSON-schema docs, one acceptable value per
+    parameter, optional ones omittable when the query does not mention them), for runs without BFCL files."""
+    from .generate import hash_seed, make_row
+    from .parsing import parse_calls
+    from .schemas import BY_NAME
+
+    rng = random.Random(hash_seed(seed, f"bfcl/{tag}"))
+    cases = []
+    for i in range(n):
+        row = make_row(rng)
+        functions = []
+        for name in row["possible_boxed_answers"]:
+            schema = BY_NAME[name]
+            functions.append({"name": name, "description": schema.description, "parameters": {
+                "type": "dict",
+                "properties": {p: {**_json_schema(spec.type), "description": spec.description}
+                               for p, spec in schema.parameters.items()},
+                "required": schema.required}})
+        truth = []
+        for call in parse_calls(row["answer"]):
+            schema = BY_NAME[call.name]
+            given = call.kwargs
+            truth.append({call.name: {p: [given[p]] if p in given else [""] for p in schema.parameters}})
+        calls = len(truth)
+        distinct = len({next(iter(t)) for t in truth})
+        category = "simple" if calls == 1 and len(functions) == 1 else "multiple" if calls == 1 else \
+            "parallel" if distinct == 1 else "parallel_multiple"
+        query = row["prompt"].rsplit("\n\n", 1)[-1]
+        cases.append({"id": f"{category}_{tag}{i}", "category": category,
+                      "question": [[{"role": "user", "content": query}]], "function": functions,
+                      "ground_truth": truth})
+    return cases
