@@ -19,8 +19,9 @@ The deliberate differences from BFCL (see BENCHMARKS.md for the measured agreeme
   order passes. BFCL matches first-fit and can reject a correct answer when one call fits two expected slots.
 * Nothing is evaluated. BFCL ``eval``s arithmetic (``a=2*3``) and lambdas in arguments; here arithmetic on
   number literals is computed by a small interpreter and anything else of that kind fails to decode.
-* Positional arguments fail to decode; BFCL drops them silently, so ``f(5, b=1)`` can pass there when the
-  dropped parameter is optional.
+
+As in BFCL, positional arguments are dropped (``f(5, b=1)`` passes when the dropped parameter may be omitted),
+a bare name is read as a string (``unit=celsius`` is ``"celsius"``) and a nested call as its source text.
 
 Only Python semantics are implemented (categories simple, multiple, parallel, parallel_multiple and their
 ``live_`` versions); Java and JavaScript cases are refused at load time.
@@ -121,8 +122,7 @@ def _name(node: ast.expr) -> str:
 
 
 def _call(node: ast.Call) -> dict[str, dict[str, Any]]:
-    if node.args:
-        raise UndecodableError("positional arguments: BFCL's format names every argument")
+    # Positional arguments are dropped, as BFCL's decoder drops them: a required one is then reported missing.
     args: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None:
