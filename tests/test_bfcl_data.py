@@ -1,0 +1,107 @@
+"""BFCL files in: question + possible_answer loading, validation errors, prompts, and task.data.format=bfcl."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ao_calib.config import compose_run_config
+from ao_calib.errors import DataValidationError
+from ao_calib.task_api import build_task
+from ao_calib_tasks.function_call import bfcl
+from ao_calib_tasks.function_call.bfcl_checker import score_text
+from ao_calib_tasks.function_call.parsing import parse_calls
+
+FIXTURE = Path(__file__).parent / "data" / "bfcl"
+
+
+def test_fixture_folder_loads_every_category_with_its_ground_truth():
+    cases = bfcl.load_cases(FIXTURE)
+    counts = {c: sum(case["category"] == c for case in cases) for c in
+              ("simple_python", "multiple", "parallel", "parallel_multiple")}
+    assert counts == {"simple_python": 12, "multiple": 8, "parallel": 8, "parallel_multiple": 8}
+    for case in cases:
+        reference = bfcl.reference_call_text(case["ground_truth"])
+        assert score_text(reference, case["function"], case["ground_truth"]).valid, case["id"]
+        assert len(parse_calls(reference)) == len(case["ground_truth"])  # the legacy parser reads it too
+
+
+def test_prompt_puts_function_docs_in_the_system_turn():
+    case = bfcl.load_question_file(FIXTURE / "BFCL_v4_parallel.json")[0]
+    messages = bfcl.prompt_messages(case)
+    assert messages[0]["role"] == "system" and json.dumps(case["function"], indent=4) in messages[0]["content"]
+    assert "[func_name1(param_name1=value1" in messages[0]["content"]
+    assert messages[1:] == case["question"][0]
+
+
+def _write(tmp_path, rows, name="BFCL_v4_simple_python.json"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+GOOD = {"id": "simple_python_0", "question": [[{"role": "user", "content": "Area of a 3 by 4 rectangle?"}]],
+        "function": [{"name": "area", "description": "", "parameters": {"type": "dict", "properties": {
+            "w": {"type": "integer", "description": ""}, "h": {"type": "integer", "description": ""}},
+            "required": ["w", "h"]}}],
+        "ground_truth": [{"area": {"w": [3], "h": [4]}}]}
+
+
+@pytest.mark.parametrize("change,field,needle", [
+    ({"question": "hi"}, "question", "one turn"),
+    ({"function": [{"name": "area", "parameters": {"properties": {"w": {"type": "number"}}}}]}, "function",
+     "'number'"),
+    ({"ground_truth": [{"volume": {"w": [3]}}]}, "ground_truth", "'volume' is not among"),
+    ({"ground_truth": [{"area": {"w": 3}}]}, "ground_truth", "list of acceptable values"),
+    ({"id": "simple_java_0"}, "id", "only Python"),
+])
+def test_bad_rows_name_file_line_and_field(tmp_path, change, field, needle):
+    path = _write(tmp_path, [GOOD, {**GOOD, **change}])
+    with pytest.raises(DataValidationError) as err:
+        bfcl.load_question_file(path)
+    message = str(err.value)
+    assert str(path) in message and "line 2" in message and field in message and needle in message
+
+
+def test_missing_possible_answer_is_named(tmp_path):
+    row = {k: v for k, v in GOOD.items() if k != "ground_truth"}
+    path = _write(tmp_path, [row])
+    with pytest.raises(FileNotFoundError, match="possible_answer"):
+        bfcl.load_question_file(path)
+    (tmp_path / "possible_answer").mkdir()
+    _write(tmp_path / "possible_answer", [{"id": "simple_python_0", "ground_truth": GOOD["ground_truth"]}])
+    assert bfcl.load_question_file(path)[0]["ground_truth"] == GOOD["ground_truth"]
+
+
+def test_generated_cases_are_valid_bfcl_cases():
+    cases = bfcl.generated_cases(40, seed=0, tag="train")
+    assert {c["category"] for c in cases} >= {"multiple", "parallel_multiple"}
+    for case in cases:
+        bfcl.validate_case(case, "generated", 0, 0)
+        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"], case["ground_truth"]).valid
+
+
+def test_task_reads_bfcl_files_and_scores_per_category(tmp_path):
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                              f"task.data.train_path={FIXTURE / 'BFCL_v4_simple_python.json'}",
+                              f"task.data.test_path={FIXTURE / 'BFCL_v4_parallel.json'}"])
+    task = build_task(cfg)
+    data = task.build_data(tokenizer=None)
+    assert len(data.train) == 12 and len(data.test) == 8 and task.headline_metric == "bfcl_ast"
+    row = data.test[0]
+    rewards = task.reward_functions()
+    good, bad = row["answer"], "Sure: " + row["answer"]
+    assert rewards["bfcl_ast"]([good, bad], bfcl_functions=[row["bfcl_functions"]] * 2,
+                               bfcl_ground_truth=[row["bfcl_ground_truth"]] * 2) == [1.0, 0.0]
+    assert task.score(good, row)["bfcl_ast"] == 1.0
+    records = [{"kind": r["kind"], "scores": task.score(r["answer"], r)} for r in data.test.to_list()]
+    assert task.aggregate(records, None, "t")["ast_accuracy/parallel"] == 1.0
+
+
+def test_lenient_format_is_a_switch(tmp_path):
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                              "task.strict_format=false", "task.data.generate.n_train=4",
+                              "task.data.generate.n_test=2"])
+    task = build_task(cfg)
+    row = task.build_data(tokenizer=None).test[0]
+    assert task.score("Here you go:\n```python\n" + row["answer"] + "\n```", row)["bfcl_ast"] == 1.0
