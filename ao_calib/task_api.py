@@ -132,6 +132,12 @@ class Task(ABC):
     def score(self, completion: str, row: dict) -> dict[str, float]:
         """Every reward component (and the headline metric) for one completion, for evaluation."""
 
+    def score_row(self, row: dict, source: str, index: int, line_no: int) -> dict:
+        """``python -m ao_calib.score``: validates one row of someone's completions (raising
+        ``ao_calib.errors.DataValidationError`` naming ``source``, the line and the field) and returns the
+        fields its output row adds: ``valid`` (bool) and the reward components."""
+        raise AOCalibError(f"task={self.name} does not score external completions (no score_row)")
+
     def reference_output(self, row: dict) -> str:
         """What a perfect completion looks like, shown beside mismatches."""
         return str(row.get("answer", ""))

@@ -120,6 +120,8 @@ def validate_case(row: Any, source: str, index: int, line_no: int) -> dict:
                 _fail(source, index, "function", line_no, f"{f['name']}.{p}: type {spec.get('type')!r} "
                                                           f"is not one of {', '.join(SCHEMA_TYPES)}")
     truth = row.get("ground_truth", row.get("possible_answer"))
+    if isinstance(truth, dict) and "ground_truth" in truth:  # a whole possible_answer row pasted in
+        truth = truth["ground_truth"]
     field = "ground_truth" if "ground_truth" in row else "possible_answer"
     if not isinstance(truth, list) or not truth:
         _fail(source, index, field, line_no, "expected a non-empty list of {function: {param: [values]}}")

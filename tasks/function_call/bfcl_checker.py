@@ -101,13 +101,16 @@ _FENCE = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.DOTALL)
 
 
 def _lenient_candidates(text: str):
-    """Where a call may hide in a chatty answer: fenced blocks first, then single lines."""
+    """Where a call may hide in a chatty answer: fenced blocks first, then single lines and the bracketed
+    list within a line."""
     for match in _FENCE.finditer(text):
         yield match.group(1)
     for line in text.split("\n"):
         line = line.strip().rstrip(";")
         if "(" in line and len(line) <= 2_000:
             yield line
+            if "[" in line and "]" in line:  # "Sure! [f(a=1)] is the call."
+                yield line[line.index("["): line.rindex("]") + 1]
 
 
 def _name(node: ast.expr) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import datasets
 
 from ao_calib.calibration import parse_epistemic_status
-from ao_calib.errors import AOCalibError
+from ao_calib.errors import AOCalibError, DataValidationError
 from ao_calib.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskData
@@ -107,6 +107,18 @@ class FunctionCallTask(Task):
         if self.calibrated:
             scores["confidence"] = parse_epistemic_status(completion).confidence / 100
         return scores
+
+    def score_row(self, row: dict, source: str, index: int, line_no: int) -> dict:
+        """A BFCL case (``id``, ``question``, ``function``, ``possible_answer``) and its ``completion``: BFCL's
+        verdict as ``valid``, the ``bfcl_*`` reward components, BFCL's ``error_type`` and the ``category``."""
+        case = bfcl.validate_case(row, source, index, line_no)
+        completion = row.get("completion") if isinstance(row, dict) else None
+        if not isinstance(completion, str):
+            raise DataValidationError(source, index, "completion", f"(line {line_no}) expected a string, got "
+                                                                   f"{type(completion).__name__}")
+        scores = score_case(_plain_text(completion), case["function"], case["ground_truth"],
+                            self.cfg.task.strict_format)
+        return {"valid": scores["bfcl_ast"] == 1.0, **scores, "category": case["category"]}
 
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)

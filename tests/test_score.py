@@ -1,0 +1,57 @@
+"""``python -m ao_calib.score``: BFCL cases with anyone's completions in, every field kept plus verdicts out."""
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+from ao_calib.score import main
+from ao_calib_tasks.function_call import bfcl
+
+FIXTURE = Path(__file__).parent / "data" / "bfcl"
+
+
+def _rows():
+    rows = []
+    for case in bfcl.load_cases(FIXTURE)[::6]:
+        ref = bfcl.reference_call_text(case["ground_truth"])
+        for completion in (ref, "Sure! " + ref):
+            rows.append({"id": case["id"], "question": case["question"], "function": case["function"],
+                         "possible_answer": case["ground_truth"], "completion": completion, "mine": 1})
+    return rows
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_scores_keep_every_field_and_add_valid_and_components(tmp_path, capsys):
+    rows = _rows()
+    source, target = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    assert main(["task=function_call", f"input={source}", f"output={target}"]) == 0
+    out = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(out) == len(rows)
+    for row, scored in zip(rows, out):
+        assert {k: scored[k] for k in row} == row
+        assert scored["valid"] is (not row["completion"].startswith("Sure"))
+        assert {"bfcl_ast", "bfcl_parseable", "bfcl_calls", "bfcl_params", "error_type"} <= set(scored)
+    assert "valid: 0.500" in capsys.readouterr().out
+    # the lenient format accepts the prose-wrapped calls
+    assert main(["task=function_call", "task.strict_format=false", f"input={source}", f"output={target}"]) == 0
+    assert all(json.loads(line)["valid"] for line in target.read_text().splitlines())
+
+
+def test_bad_row_names_file_line_and_field_and_writes_nothing(tmp_path):
+    rows = _rows()
+    rows[1] = {k: v for k, v in rows[1].items() if k != "completion"}
+    source, target = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    result = run_cli("ao_calib.score", "task=function_call", f"input={source}", f"output={target}")
+    assert result.returncode == 2, result.stderr
+    assert f"{source}: row 1, field 'completion'" in result.stderr and "line 2" in result.stderr
+    assert not target.exists()
+
+
+def test_missing_arguments_exit_2(tmp_path, capsys):
+    assert main(["task=function_call", f"input={tmp_path / 'x.jsonl'}"]) == 2
+    assert "output= required" in capsys.readouterr().err
