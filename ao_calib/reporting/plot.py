@@ -1,6 +1,12 @@
 """Training curves of one run, from its ``metrics.jsonl`` (task-agnostic: groups by key name only).
 
     python -m ao_calib.plot RUN [--out FILE]      # default FILE: RUN/plots/training_curves.png
+
+Every stage (an SFT warm-up, then the trainer) counts its steps from 0, and a resumed run logs again the steps
+after its checkpoint. The x axis is therefore one global step: each stage starts where the previous one ended,
+and a step logged again replaces what was logged for it before, so a resumed run reads as one line. Each stage is
+its own series, validation values are markers, and the run's held-out evaluations (``eval*.json``) are marked at
+the end of the stage they followed.
 """
 
 from __future__ import annotations
@@ -9,13 +15,15 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ao_calib.run_dir import RunDir, as_number, read_metrics_counted, series
+from ao_calib.run_dir import RunDir, as_number, read_json, read_metrics_counted
 
 _EVAL_PREFIXES = ("eval/", "val/", "eval_")
 _EVAL_NOISE = re.compile(r"(runtime|samples_per_second|steps_per_second)$")
+TRAIN_STAGE = "train"  # the stage name of the configured trainer in metrics.jsonl; a warm-up is "warmup"
 
 
 def _is_eval(key: str) -> bool:
@@ -31,6 +39,7 @@ GROUPS: list[tuple[str, str, Callable[[str], bool]]] = [
     ("learning rate", "lr", lambda k: k in ("learning_rate", "lr")),
 ]
 _ORDER = ["loss", "reward", "eval / validation", "KL", "learning rate"]
+EVAL_GROUP = "eval / validation"
 
 
 def group_keys(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -38,7 +47,7 @@ def group_keys(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     numeric: list[str] = []
     for row in rows:
         for key, value in row.items():
-            if key not in numeric and as_number(value) is not None:
+            if key not in numeric and key != "step" and as_number(value) is not None:
                 numeric.append(key)
     grouped: dict[str, list[str]] = {}
     for key in numeric:
@@ -47,6 +56,104 @@ def group_keys(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
                 grouped.setdefault(title, []).append(key)
                 break
     return {title: grouped[title] for title in _ORDER if title in grouped}
+
+
+@dataclass
+class Stage:
+    name: str
+    start: float  # global step where the stage begins
+    end: float  # global step of its last logged row
+
+
+def global_steps(rows: list[dict[str, Any]]) -> tuple[list[tuple[float, str, dict[str, Any]]], list[Stage]]:
+    """``([(global step, stage, row)], stages in order)``.
+
+    Stages follow one another in the order they first appear. Within a stage, a row whose step is below one
+    already seen starts a resumed stretch: the rows it re-logs (that step and later) are dropped from before.
+    """
+    kept: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for index, row in enumerate(rows):
+        stage = str(row.get("stage") or TRAIN_STAGE)
+        step = as_number(row.get("step"))
+        rows_of_stage = kept.setdefault(stage, [])
+        if step is None:
+            step = rows_of_stage[-1][0] if rows_of_stage else float(index)
+        elif rows_of_stage and step < rows_of_stage[-1][0]:
+            rows_of_stage[:] = [(s, r) for s, r in rows_of_stage if s < step]
+        rows_of_stage.append((step, row))
+    placed: list[tuple[float, str, dict[str, Any]]] = []
+    stages: list[Stage] = []
+    offset = 0.0
+    for stage, stage_rows in kept.items():
+        last = max(s for s, _ in stage_rows)
+        placed += [(offset + s, stage, r) for s, r in stage_rows]
+        stages.append(Stage(stage, offset, offset + last))
+        offset += last
+    return placed, stages
+
+
+def stage_series(placed: list[tuple[float, str, dict[str, Any]]], key: str) -> dict[str, tuple[list, list]]:
+    """``{stage: (global steps, values)}`` of ``key``, stages without a value left out."""
+    out: dict[str, tuple[list, list]] = {}
+    for x, stage, row in placed:
+        if (y := as_number(row.get(key))) is not None:
+            xs, ys = out.setdefault(stage, ([], []))
+            xs.append(x)
+            ys.append(y)
+    return out
+
+
+def run_title(run: Path) -> str:
+    """``task · model · trainer (after a warm-up) · run name`` from the run's config, and the run's folder."""
+    from omegaconf import OmegaConf
+
+    config_path = RunDir(run).config
+    parts: list[str] = []
+    try:
+        cfg = OmegaConf.load(config_path)
+        name = lambda key: OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)  # noqa: E731
+        trainer = name("trainer.name")
+        warmup = name("warmup.name")
+        parts = [str(p) for p in (name("task.name"), name("model.name"),
+                                  f"{warmup} warm-up, then {trainer}" if warmup and trainer else trainer,
+                                  name("run_name")) if p]
+    except Exception:  # noqa: BLE001 -- a missing or unreadable config only costs the title its names
+        parts = []
+    folder = "/".join(run.resolve().parts[-3:])
+    return " · ".join(parts + [folder]) if parts else folder
+
+
+def stage_labels(run: Path, stages: list[Stage]) -> dict[str, str]:
+    """``{stage: label}``: the stage with the trainer or warm-up it ran, e.g. ``warmup (sft)``, ``train (grpo)``."""
+    from omegaconf import OmegaConf
+
+    labels = {s.name: s.name for s in stages}
+    try:
+        cfg = OmegaConf.load(RunDir(run).config)
+    except Exception:  # noqa: BLE001
+        return labels
+    for stage in stages:
+        key = "trainer.name" if stage.name == TRAIN_STAGE else f"{stage.name}.name"
+        trainer = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        if trainer:
+            labels[stage.name] = f"{stage.name} ({trainer})"
+    return labels
+
+
+def held_out_points(run: Path, stages: list[Stage]) -> list[tuple[float, str, float]]:
+    """``(global step, label, accuracy)`` of the run's own evaluations: before training, after each stage."""
+    ends = {s.name: s.end for s in stages}
+    where = {"initial": 0.0, RunDir.FINAL: ends.get(TRAIN_STAGE), **{n: e for n, e in ends.items() if n != TRAIN_STAGE}}
+    points = []
+    for tag, x in where.items():
+        report = read_json(RunDir(run).eval_report(tag))
+        if x is None or not report or not isinstance(report.get("metrics"), dict):
+            continue
+        for label, value in (("held-out accuracy", report["metrics"].get("accuracy")),
+                             ("held-out control", ((report.get("variants") or {}).get("control") or {}).get("accuracy"))):
+            if (number := as_number(value)) is not None:
+                points.append((x, label, number))
+    return points
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
@@ -63,27 +170,56 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     groups = group_keys(rows)
     if not groups:
         return []
-    labels = {title: ylabel for title, ylabel, _ in GROUPS}
-    fig = Figure(figsize=(9, 2.8 * len(groups) + 0.6))
+    placed, stages = global_steps(rows)
+    labels = stage_labels(run, stages)
+    held_out = held_out_points(run, stages)
+    if held_out and EVAL_GROUP not in groups:
+        groups = {title: groups.get(title, []) for title in _ORDER if title in groups or title == EVAL_GROUP}
+    ylabels = {title: ylabel for title, ylabel, _ in GROUPS}
+    fig = Figure(figsize=(10, 2.8 * len(groups) + 0.8))
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
+    styles = ["-", "--", ":", "-."]
     for ax, (title, keys) in zip(axes, groups.items()):
+        entries = 0
         for key in keys:
-            xs, ys = series(rows, key)
-            sparse = len(xs) < 30
-            (line,) = ax.plot(xs, ys, marker="o" if sparse else None, markersize=3, label=key)
-            if key == "reward":
-                _std_band(ax, rows, xs, ys, line.get_color())
+            per_stage = stage_series(placed, key)
+            for index, (stage, (xs, ys)) in enumerate(per_stage.items()):
+                label = key if len(per_stage) == 1 and len(stages) == 1 else f"{key} [{labels[stage]}]"
+                if title == EVAL_GROUP:  # validation is sparse: markers, one series per key and stage
+                    (line,) = ax.plot(xs, ys, linestyle="none", marker="o", markersize=5, label=label)
+                else:
+                    (line,) = ax.plot(xs, ys, styles[index % len(styles)], marker="o" if len(xs) < 30 else None,
+                                      markersize=3, label=label)
+                entries += 1
+                if key == "reward":
+                    _std_band(ax, placed, stage, xs, ys, line.get_color())
+        if title == EVAL_GROUP:
+            for label in dict.fromkeys(label for _, label, _ in held_out):
+                pts = [(x, y) for x, lab, y in held_out if lab == label]
+                ax.plot(*zip(*pts), linestyle="none", marker="D" if "accuracy" in label else "s", markersize=7,
+                        label=f"{label} (eval*.json)")
+                entries += 1
+        for stage in stages[1:]:
+            ax.axvline(stage.start, color="grey", linestyle=":", linewidth=1)
+        for stage in stages:
+            if stage.name != TRAIN_STAGE:  # a warm-up's span is shaded, so its end is seen at a glance
+                ax.axvspan(stage.start, stage.end, color="grey", alpha=0.07, linewidth=0)
+        ax.set_xlim(left=0)
         ax.set_title(title, fontsize="medium")
-        ax.set_ylabel(labels[title])
+        ax.set_ylabel(ylabels[title])
         ax.grid(True, alpha=0.3)
         if title == "learning rate":
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-        if len(keys) > 1 or title == "eval / validation":
-            ax.legend(fontsize="small" if len(keys) <= 8 else "x-small", loc="best")
-    axes[-1].set_xlabel("step")
+        if entries > 1 or title == EVAL_GROUP:
+            ax.legend(fontsize="small" if entries <= 8 else "x-small", loc="best")
+    if len(stages) > 1:
+        for stage in stages:
+            axes[0].annotate(labels[stage.name], xy=(stage.start, 1.0), xycoords=("data", "axes fraction"),
+                             xytext=(3, -12), textcoords="offset points", fontsize="small", color="grey")
+    axes[-1].set_xlabel("step" if len(stages) == 1 else "global step (each stage continues where the last ended)")
     note = f" ({skipped} unreadable line(s) skipped)" if skipped else ""
-    fig.suptitle(f"{run.resolve().name}{note}")
+    fig.suptitle(f"{run_title(run)}{note}", fontsize="medium")
     fig.tight_layout()
     target = Path(out) if out is not None else RunDir(run).curves_plot()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -91,10 +227,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     return [target]
 
 
-def _std_band(ax: Any, rows: list[dict[str, Any]], xs: list[float], ys: list[float], color: str) -> None:
+def _std_band(ax: Any, placed: list, stage: str, xs: list[float], ys: list[float], color: str) -> None:
     """Shade reward ± reward_std where both were logged on the same row."""
-    sx, sy = series(rows, "reward_std")
-    std = dict(zip(sx, sy))
+    std = dict(zip(*stage_series(placed, "reward_std").get(stage, ([], []))))
     points = [(x, y, std[x]) for x, y in zip(xs, ys) if x in std]
     if len(points) > 1:
         px, py, ps = zip(*points)
