@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ao_calib.errors import AOCalibError
+from ao_calib.reporting.plot import continuous_curve, sweep_title
 from ao_calib.run_dir import RunRecord, SweepFiles, load_runs
 
 MISSING = "—"
@@ -172,7 +173,9 @@ def plot_reward_curves(records: Sequence[RunRecord], out: Path, title: str) -> P
     for record in records:
         if not record.reward_curve:
             continue
-        xs, ys = zip(*record.reward_curve)
+        xs, ys = continuous_curve(record.path)  # stages one after another, a resume without zig-zag
+        if not xs:
+            continue
         style = "-" if record.status == "completed" else "--"
         label = _legend_label(record, keys) + ("" if record.status == "completed" else f" ({record.status})")
         ax.plot(xs, ys, style, marker="." if len(xs) < 30 else None, label=label)
@@ -197,7 +200,7 @@ def _write_files(root: Path, records: Sequence[RunRecord], frame: pd.DataFrame, 
     files = SweepFiles(out)
     paths = {"csv": files.csv, "md": files.md, "png": files.png}
     frame.to_csv(paths["csv"], index=False)
-    plot_reward_curves(records, paths["png"], f"reward vs step: {root.resolve().name}")
+    plot_reward_curves(records, paths["png"], sweep_title([r.path for r in records], root))
     md = [f"# Run report: `{root}`", "", *summary_lines(frame), "", markdown_table(frame), "",
           f"![reward curves]({paths['png'].name})", ""]
     paths["md"].write_text("\n".join(md), encoding="utf-8")
