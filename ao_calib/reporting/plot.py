@@ -156,6 +156,26 @@ def held_out_points(run: Path, stages: list[Stage]) -> list[tuple[float, str, fl
     return points
 
 
+def continuous_curve(run_dir: str | Path, key: str = "reward") -> tuple[list[float], list[float]]:
+    """``key`` over the run's global step (the sweep report's curves): stages one after another, resumed stretches
+    replacing what they re-log."""
+    rows, _ = read_metrics_counted(Path(run_dir))
+    placed, _ = global_steps(rows)
+    xs: list[float] = []
+    ys: list[float] = []
+    for stage_xs, stage_ys in stage_series(placed, key).values():
+        xs += stage_xs
+        ys += stage_ys
+    return xs, ys
+
+
+def sweep_title(run_dirs: Sequence[str | Path], folder: str | Path) -> str:
+    """What a sweep's runs share (task, model, trainer), and its folder."""
+    titles = {run_title(Path(d)).rsplit(" · ", 1)[0] for d in run_dirs}
+    shared = titles.pop() if len(titles) == 1 else "mixed runs"
+    return f"reward vs step: {shared} · {Path(folder).resolve().name}"
+
+
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     """Draw a run's training curves to ``out`` (default ``RUN/plots/training_curves.png``).
 
