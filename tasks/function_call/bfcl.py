@@ -238,8 +238,14 @@ def generated_cases(n: int, seed: int, tag: str) -> list[dict]:
     cases = []
     for i in range(n):
         row = make_row(rng)
+        needed = {c.name for c in parse_calls(row["answer"])}
+        # the needed functions and one distractor: BFCL's Python categories show 1-4 docs, and every doc costs
+        # prompt tokens at each step
+        shown = [n for n in row["possible_boxed_answers"] if n in needed]
+        shown += [n for n in row["possible_boxed_answers"] if n not in needed][:1]
+        rng.shuffle(shown)
         functions = []
-        for name in row["possible_boxed_answers"]:
+        for name in shown:
             schema = BY_NAME[name]
             functions.append({"name": name, "description": schema.description, "parameters": {
                 "type": "dict",
