@@ -111,7 +111,7 @@ class RewardConfig:
     weights: dict[str, float] = field(default_factory=dict)
     phases: list[RewardPhaseConfig] = field(default_factory=list)
     # Reward functions from the user's own code, by name: {_target_: pkg.module.fn, weight: ..., kwargs: {...}}
-    # (checked and loaded by ao_calib.rewards.load_components, which states their defaults).
+    # (checked and loaded by ao_calib.rewards.component_settings, which states their defaults).
     components: dict[str, Any] = field(default_factory=dict)
 
 
