@@ -319,6 +319,9 @@ class AlertsConfig:
 class Config:
     # Plug-in groups: typed by their own class's schema after composition (validate_plugins).
     task: Any = MISSING
+    # Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as
+    # "failed", naming the judge and its last error; null: alert only.
+    judge_outage_stop_after: Optional[int] = 5
     model: ModelConfig = MISSING
     trainer: TrainerConfig = MISSING
     reward: RewardConfig = MISSING
@@ -420,6 +423,78 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 def compose_run_config(overrides=(), config_dir=CONF_DIR):
     """The config a run with these overrides sees, composed and with its plug-in groups typed: for tests,
     benchmarks and notebooks that build the pipeline's parts themselves."""
+# ----------------------------------------------------------------------------------------- value ranges
+
+
+def _rule(test, allowed: str, nullable: bool = False):
+    return test, allowed + (" or null" if nullable else ""), nullable
+
+
+def at_least(n, nullable: bool = False):
+    return _rule(lambda v: v >= n, f">= {n}", nullable)
+
+
+def above(n, nullable: bool = False):
+    return _rule(lambda v: v > n, f"> {n}", nullable)
+
+
+def within(low, high, low_open: bool = False, high_open: bool = False, nullable: bool = False):
+    test = lambda v: (v > low if low_open else v >= low) and (v < high if high_open else v <= high)  # noqa: E731
+    return _rule(test, ("(" if low_open else "[") + f"{low}, {high}" + (")" if high_open else "]"), nullable)
+
+
+# Fields of a training stage (``trainer`` and ``warmup``); a field a stage's schema lacks is skipped. Group-relative
+# trainers (GRPO, RLOO) need two completions per prompt for a baseline; the online trainers always sample, so
+# their temperature must be above 0.
+STAGE_RANGES = {
+    "lr": above(0), "max_steps": at_least(1), "warmup_steps": at_least(0), "weight_decay": at_least(0),
+    "max_grad_norm": above(0), "logging_steps": at_least(1), "save_steps": at_least(1),
+    "save_total_limit": at_least(1, nullable=True), "batch_size": at_least(1),
+    "micro_batch_size": at_least(1, nullable=True), "max_completion_length": at_least(1),
+    "temperature": above(0), "top_p": within(0, 1, low_open=True), "completions_logged_per_step": at_least(0),
+    "num_generations": at_least(2), "beta": at_least(0), "epsilon": above(0), "epsilon_high": above(0, True),
+    "num_iterations": at_least(1), "ppo_epochs": at_least(1), "num_mini_batches": at_least(1),
+    "kl_coef": at_least(0), "cliprange": above(0), "cliprange_value": above(0), "vf_coef": at_least(0),
+    "gamma": within(0, 1), "lam": within(0, 1), "max_length": at_least(1), "num_questions": at_least(1, True),
+    "max_new_tokens": at_least(1), "generation_batch_size": at_least(1),
+    "max_prompt_length": at_least(1, nullable=True),
+    "lora.rank": at_least(1, True), "lora.alpha": above(0, True), "lora.dropout": within(0, 1, high_open=True,
+                                                                                          nullable=True),
+    "lora.layers": at_least(1, True),
+}
+VALUE_RANGES = {
+    **{f"{stage}.{key}": rule for stage in ("trainer", "warmup") for key, rule in STAGE_RANGES.items()},
+    "model.num_hidden_layers": at_least(1), "model.lora.rank": at_least(1), "model.lora.alpha": above(0),
+    "model.lora.dropout": within(0, 1, high_open=True), "model.lora.layers": at_least(1, nullable=True),
+    "eval.every_steps": at_least(1, nullable=True), "eval.during_num_samples": at_least(1),
+    "eval.num_samples": at_least(1, nullable=True), "eval.batch_size": at_least(1),
+    "eval.max_new_tokens": at_least(1, nullable=True), "eval.temperature": at_least(0, nullable=True),
+    "eval.mismatches_printed": at_least(0),
+    "alerts.advantage_std_below": at_least(0), "alerts.kl_above": above(0), "alerts.confidence_std_below": at_least(0),
+    "alerts.answer_length_drop": within(0, 1), "alerts.patience": at_least(1),
+    "alerts.judge_outage_stop_after": at_least(1, nullable=True),
+    "logger.init_timeout_s": above(0),
+}
+_ABSENT = object()
+
+
+def check_values(cfg) -> None:
+    """Every numeric field that has a range, checked at start-up before anything heavy: the first value out of
+    its range is refused naming the key and the allowed range (the plug-in groups check theirs in their schemas'
+    ``__post_init__``, run by ``validate_plugins``)."""
+    from omegaconf import OmegaConf
+
+    for key, (test, allowed, nullable) in VALUE_RANGES.items():
+        try:
+            value = OmegaConf.select(cfg, key, default=_ABSENT)
+        except Exception:  # noqa: BLE001 -- an unresolvable value is reported where it is used, with its own message
+            continue
+        if value is _ABSENT or (value is None and nullable):
+            continue
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not test(value):
+            raise AOCalibError(f"{key}={value}: out of range, allowed {allowed}")
+
+
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):

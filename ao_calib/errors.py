@@ -22,3 +22,8 @@ class NotImplementedYetError(AOCalibError):
 
 class ResourceUnavailableError(AOCalibError):
     """A run needs something this machine lacks (GPU, model hub, API key)."""
+
+
+class MissingDataFileError(AOCalibError, FileNotFoundError):
+    """A configured data file does not exist: one line, exit 2. Still a FileNotFoundError, so a loader that falls
+    back to another source on a missing file keeps doing so."""

@@ -16,52 +16,67 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
-from ao_calib.config import unknown_keys, validate_plugins
+from ao_calib.config import check_values, unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
 from ao_calib.io import atomic_write_text
-from ao_calib.run_dir import RunDir
+from ao_calib.interrupts import RunInterrupted, SignalWatch
+from ao_calib.run_dir import RunDir, StartPoint, start_point
 
 log = logging.getLogger("ao_calib")
 # transformers 5 renamed gradient checkpointing; TRL 1.16 still sets the old name on every config and model.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
 
 
-def train(cfg: DictConfig, run_dir: RunDir) -> dict:
-    """The pipeline, one step per line. Returns the run summary."""
+def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> dict:
+    """The pipeline, one step per line. Returns the run summary. ``start``: from scratch, or where a resumed run
+    picks up (its logs cut back to the checkpoint's step, its finished stages not repeated)."""
     from transformers import set_seed
 
     from ao_calib import models
     from ao_calib.evaluation import evaluate
+    from ao_calib.preflight import check_resources
     from ao_calib.reporting import summary as run_summary
     from ao_calib.reporting import wandb as run_wandb
     from ao_calib.rewards import build_reward_schedule
     from ao_calib.task_api import build_task
-    from ao_calib.trainers import TrainerSetup, build_trainer, latest_checkpoint
-    from ao_calib.trainers.callbacks import PeriodicEvalCallback
+    from ao_calib.trainers import TrainerSetup, build_trainer
+    from ao_calib.trainers.callbacks import PeriodicEvalCallback, StopOnSignalCallback
 
-    summary = run_summary.RunSummary(run_dir)
+    start = start or StartPoint()
+    summary = run_summary.RunSummary(run_dir, resumed_from=start.checkpoint)
+    previous = summary.previous() or {} if start.resuming else {}
+    watch = SignalWatch().install()
     try:
+        if start.resuming:
+            dropped = run_dir.cut_logs(start.step)
+            log.info("resuming at step %s: dropped rows logged after it %s", start.step or 0, dropped)
+        summary.write("running")
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = build_task(cfg)
         adapter = (models.resolve_init_adapter(cfg.trainer.init_from, cfg.model) if cfg.trainer.init_from
                    else task.pretrained_adapter())
-        models.check_model_available(cfg.model, adapter)
+        check_resources(cfg, task, adapter)
         source = models.model_source(cfg.model, cfg.paths.cache_dir)
         tokenizer = models.load_tokenizer(source)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
         data = task.build_data(tokenizer, model)
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
-        summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir)
+        summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, task.steering(),
                              report_to_wandb=summary.wandb_run_id is not None)
         evaluate_as = functools.partial(evaluate, task, model, tokenizer, data.test, **_eval_kwargs(cfg, run_dir))
-        if cfg.eval.enabled and cfg.eval.initial:
+        initial_done = start.resuming and run_dir.eval_report("initial").is_file()
+        if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
-        summary.write("running")
         alerts: dict[str, dict] = {}
         for stage_name, stage in _stages(cfg):
-            callbacks = [*task.training_callbacks(stage.name), *_monitoring_callbacks(cfg, stage)]
+            if stage_name != "train" and start.checkpoint is not None:
+                log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
+                         start.checkpoint)
+                continue
+            callbacks = [*task.training_callbacks(stage.name), *_monitoring_callbacks(cfg, stage),
+                         StopOnSignalCallback(watch)]
             periodic = None
             if cfg.eval.enabled and cfg.eval.every_steps:
                 periodic = PeriodicEvalCallback(
@@ -72,9 +87,17 @@ def train(cfg: DictConfig, run_dir: RunDir) -> dict:
             trainer = build_trainer(stage_setup, stage, stage_name, callbacks)
             if periodic is not None:
                 periodic.trainer = trainer
-            resume = latest_checkpoint(stage.resume_from_checkpoint, run_dir) if stage_name == "train" else None
-            trainer.train(resume_from_checkpoint=resume)
+            watch.training = True
+            try:
+                trainer.train(resume_from_checkpoint=start.checkpoint if stage_name == "train" else None)
+            finally:
+                watch.training = False
             alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})
+            if watch.received:
+                raise RunInterrupted(watch.received, f"checkpoint saved at step {trainer.state.global_step}")
+            stop = next((cb.stop_reason for cb in callbacks if getattr(cb, "stop_reason", None)), None)
+            if stop:
+                raise RunStopped(stop)
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
                 evaluate_as(tag=stage_name)
         trainer.save_model(str(run_dir.adapter))
@@ -82,13 +105,34 @@ def train(cfg: DictConfig, run_dir: RunDir) -> dict:
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
                               extra={"alerts": alerts, **task.summary()})
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signal_name = getattr(exc, "signal_name", "SIGINT")
+        _record(summary, "interrupted", signal=signal_name, error=str(exc) or f"interrupted by {signal_name}")
+        if isinstance(exc, RunInterrupted):
+            exc.watch = watch  # main hands the signal over to a launcher's own handler once the run is recorded
+        raise
     except BaseException as exc:
-        summary.write("failed", error=f"{type(exc).__name__}: {exc}")
+        _record(summary, "failed", error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
         run_wandb.finish_wandb()
+        if watch.received is None:
+            watch.uninstall()
     run_summary.print_final_screen(final)
     return final
+
+
+class RunStopped(AOCalibError):
+    """A monitor stopped the run (e.g. the judge has been down for too many steps)."""
+
+
+def _record(summary, status: str, **fields) -> None:
+    """The final status, when the disk still takes it: a run that cannot write it (a full disk) stays "running"
+    with its process id, which ``ao_calib.report`` shows as "crashed" once the process is gone."""
+    try:
+        summary.write(status, **fields)
+    except OSError as exc:
+        log.error("could not record status %r in %s (%s)", status, summary.run_dir.summary, exc)
 
 
 def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig) -> list:
@@ -96,9 +140,10 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig) -> list:
     if stage.name == "sft":
         return []
     from ao_calib.calibration.alerts import calibration_alerts
-    from ao_calib.trainers.alerts import AlertCallback, training_alerts
+    from ao_calib.trainers.alerts import AlertCallback, JudgeOutageCallback, training_alerts
 
-    return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience)]
+    return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience),
+            JudgeOutageCallback(cfg.alerts.judge_outage_stop_after)]
 
 
 def _stages(cfg: DictConfig) -> list[tuple[str, DictConfig]]:
@@ -133,12 +178,26 @@ def main(cfg: DictConfig) -> float | None:
         if extra:
             raise AOCalibError(f"unknown config key(s): {', '.join(extra)} (check the spelling; "
                                "`python -m ao_calib.run --cfg job` prints the full config)")
+        check_values(cfg)
+        start = start_point(cfg.trainer.resume_from_checkpoint, run_dir, cfg.trainer.max_steps)
+        if start.finished is not None:
+            print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "
+                  f"(trainer.max_steps={cfg.trainer.max_steps}); nothing to resume. Raise trainer.max_steps to "
+                  "train further.", flush=True)
+            return start.finished.get("eval_metrics", {}).get("accuracy")
         write_full_config(cfg, run_dir)
-        summary = train(cfg, run_dir)
+        summary = train(cfg, run_dir, start)
     except AOCalibError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signal_name = getattr(exc, "signal_name", "SIGINT")
+        print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: python -m ao_calib.run <same overrides> "
+              f"trainer.resume_from_checkpoint=latest hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
+        if getattr(exc, "watch", None) is not None:
+            exc.watch.hand_over()
+        raise SystemExit(getattr(exc, "exit_code", 130)) from None
     # The value an optimising sweeper (hparams_search) maximises.
     return summary["eval_metrics"].get("accuracy", summary["final_metrics"].get("reward"))
 

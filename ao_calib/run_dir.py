@@ -7,8 +7,10 @@ The readers tolerate partial runs: missing files, truncated JSONL lines, null va
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,8 +19,11 @@ import yaml
 
 from ao_calib.errors import AOCalibError
 
-RunStatus = Literal["completed", "failed", "unfinished"]
+# What summary.json says ("running", "completed", "failed", "interrupted"), except that a "running" run whose process
+# is gone reads "crashed", and a run that cannot be told (no summary, or no process recorded) reads "unfinished".
+RunStatus = Literal["running", "completed", "failed", "interrupted", "crashed", "unfinished"]
 
+log = logging.getLogger(__name__)
 DELETED = "<deleted>"  # value shown for a `~key` override
 
 
@@ -79,6 +84,35 @@ class RunDir:
     def overrides(self) -> Path:
         return self.path / self.HYDRA_OVERRIDES
 
+    # Hydra writes these before the run starts: a directory holding only them is still fresh.
+    FRESH = (".hydra",)
+    FRESH_SUFFIXES = (".log",)
+
+    def leftovers(self) -> list[str]:
+        """What an earlier run left here (anything but Hydra's own files), sorted; empty for a fresh directory."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir()
+                      if p.name not in self.FRESH and not p.name.endswith(self.FRESH_SUFFIXES))
+
+    def cut_logs(self, step: int | None) -> dict[str, int]:
+        """Drops what the training stage logged after ``step`` (None: everything it logged, warm-ups included), so
+        a resumed run appends each step exactly once: ``metrics.jsonl`` rows of later steps (judge counters ride
+        in them) and ``completions.jsonl`` samples generated at a later step (a sample's ``step`` counts the
+        optimiser steps done when it was generated), and the closing row of the stopped process. Returns the rows
+        dropped per file."""
+        def keep_metric(row: dict) -> bool:
+            if row.get("stage", "train") != "train":
+                return step is not None
+            # The closing row of a stopped process (train_runtime, ...) goes too: the resumed stage writes its own.
+            return step is not None and (row.get("step") or 0) <= step and "train_runtime" not in row
+
+        def keep_sample(row: dict) -> bool:
+            return step is not None and (row.get("step") or 0) < step
+
+        return {path.name: _filter_jsonl(path, keep) for path, keep in ((self.metrics, keep_metric),
+                                                                       (self.completions, keep_sample))}
+
     def stage_dir(self, stage: str) -> Path:
         """Where a stage's trainer writes: the run directory for the main stage, a subfolder for a warm-up."""
         return self.path if stage == "train" else self.path / stage
@@ -111,6 +145,123 @@ class RunDir:
 
     def curves_plot(self) -> Path:
         return self.path / self.PLOTS / "training_curves.png"
+
+
+def _filter_jsonl(path: Path, keep) -> int:
+    """Rewrites ``path`` (atomically) with the rows ``keep`` accepts; a torn last line goes too. Returns how many
+    lines were dropped."""
+    from ao_calib.io import atomic_write_text
+
+    if not path.is_file():
+        return 0
+    kept: list[str] = []
+    dropped = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if isinstance(row, dict) and keep(row):
+            kept.append(line)
+        elif line.strip():
+            dropped += 1
+    if dropped:
+        atomic_write_text(path, "".join(f"{line}\n" for line in kept))
+    return dropped
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+
+TRAINER_STATE = "trainer_state.json"
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """Why ``path`` is not a whole checkpoint (missing trainer state, truncated weights or optimizer state), or
+    None when it is one. Reads headers only."""
+    path = Path(path)
+    if not path.is_dir():
+        return "no such checkpoint directory"
+    try:
+        state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+        int(state["global_step"])
+    except FileNotFoundError:
+        return f"no {TRAINER_STATE} (the save did not finish)"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{TRAINER_STATE} is unreadable ({type(exc).__name__})"
+    weights = sorted(path.rglob("*.safetensors"))
+    if not weights:
+        return "no weights file (*.safetensors)"
+    from safetensors import safe_open
+
+    for file in weights:
+        try:
+            with safe_open(str(file), "pt") as f:
+                f.keys()
+        except Exception as exc:  # noqa: BLE001 -- SafetensorError and OSError alike mean a damaged file
+            return f"{file.relative_to(path)} is damaged ({str(exc).splitlines()[0]})"
+    for file in path.glob("*.pt"):  # torch.save writes zip archives: a truncated one has no central directory
+        if not zipfile.is_zipfile(file):
+            return f"{file.name} is damaged (truncated)"
+    return None
+
+
+def checkpoint_step(path: str | Path) -> int:
+    return int(json.loads((Path(path) / TRAINER_STATE).read_text(encoding="utf-8"))["global_step"])
+
+
+def resolve_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
+    """``trainer.resume_from_checkpoint``: null; "latest", the newest whole checkpoint of this run directory (a
+    damaged newer one is skipped with a warning naming it); or a path, refused in one message when damaged."""
+    if setting is None:
+        return None
+    if setting != "latest":
+        problem = checkpoint_problem(setting)
+        if problem:
+            raise AOCalibError(f"trainer.resume_from_checkpoint={setting}: {problem}; name another checkpoint or "
+                               "use trainer.resume_from_checkpoint=latest (the newest whole one)")
+        return str(setting)
+    for candidate in reversed(run_dir.checkpoint_dirs()):
+        problem = checkpoint_problem(candidate)
+        if problem is None:
+            log.info("resuming from %s", candidate)
+            return str(candidate)
+        log.warning("resume_from_checkpoint=latest: skipping %s: %s", candidate, problem)
+        print(f"warning: checkpoint {candidate} is damaged ({problem}); falling back to an older one", flush=True)
+    log.warning("resume_from_checkpoint=latest: no whole checkpoint in %s, starting from scratch", run_dir)
+    return None
+
+
+@dataclass
+class StartPoint:
+    """Where a run starts: from scratch, from a checkpoint (``step``), or nowhere (``finished``: the summary of a
+    run that already completed what it is asked to do)."""
+
+    resuming: bool = False
+    checkpoint: str | None = None
+    step: int | None = None
+    finished: dict | None = None
+
+
+def start_point(setting: str | None, run_dir: RunDir, max_steps: int) -> StartPoint:
+    """Decides at start-up, before any model loads: a fresh run (``setting`` null) needs a directory no run has
+    written to; a resume takes the checkpoint ``setting`` names (see ``resolve_checkpoint``); resuming a run that
+    already completed ``max_steps`` has nothing left to do."""
+    if setting is None:
+        leftovers = run_dir.leftovers()
+        if leftovers:
+            shown = ", ".join(leftovers[:5]) + (", ..." if len(leftovers) > 5 else "")
+            raise AOCalibError(f"{run_dir} already holds a run ({shown}). Either resume it: add "
+                               "trainer.resume_from_checkpoint=latest; or start a fresh run in a new directory: "
+                               "leave hydra.run.dir unset (each run gets its own) or name an empty one")
+        return StartPoint()
+    checkpoint = resolve_checkpoint(setting, run_dir)
+    step = checkpoint_step(checkpoint) if checkpoint else None
+    previous = read_json(run_dir.summary) or {}
+    done = as_number((previous.get("final_metrics") or {}).get("step"))
+    if previous.get("status") == "completed" and done is not None and done >= max_steps:
+        return StartPoint(True, checkpoint, step, finished=previous)
+    return StartPoint(True, checkpoint, step)
+
 
 
 class SweepFiles:
@@ -282,15 +433,37 @@ def last_train_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _status(summary: dict[str, Any] | None) -> RunStatus:
-    # No summary: killed before writing it. "running" is only ever left behind by a dead process.
-    if summary is None:
+    if summary is None:  # killed before writing it
         return "unfinished"
     status = summary.get("status")
-    if status == "completed":
-        return "completed"
-    if status == "failed":
-        return "failed"
+    if status in ("completed", "failed", "interrupted"):
+        return status
+    if status == "running":
+        alive = process_alive(summary.get("pid"), summary.get("host"))
+        return "unfinished" if alive is None else "running" if alive else "crashed"
     return "unfinished"
+
+
+def process_alive(pid: Any, host: Any) -> bool | None:
+    """Whether the run's process still runs: None when that cannot be told from here (no pid recorded, or
+    another host). A pid reused by another program does not count (its command line must name ao_calib)."""
+    import socket
+
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive, and ours cannot be told apart
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():
+        try:
+            return b"ao_calib" in cmdline.read_bytes()
+        except OSError:
+            return True
+    return True
 
 
 def load_run(run_dir: str | Path, name: str | None = None) -> RunRecord:

@@ -121,8 +121,8 @@ def test_cli_rejects_misspelt_and_appended_keys():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
-def test_real_model_without_gpu_or_hub_stops_at_once():
-    result = run_cli("ao_calib.run", "judge=label", "hydra.run.dir=/tmp/ao_calib_never", timeout=60)  # the default
+def test_real_model_without_gpu_or_hub_stops_at_once(tmp_path):
+    result = run_cli("ao_calib.run", "judge=label", f"hydra.run.dir={tmp_path / 'never'}", timeout=60)  # the default
     assert result.returncode == 2
     assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
     assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr

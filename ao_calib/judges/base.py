@@ -68,12 +68,26 @@ def to_settings(cfg) -> Any:
     return OmegaConf.to_object(cfg) if OmegaConf.is_config(cfg) else cfg
 
 
+_last_failure: dict[str, str] = {}
+
+
+def note_failure(judge: str, error: str) -> None:
+    """Records why a judgment failed last (the judge's description, the error's kind), for the outage alert."""
+    _last_failure.update(judge=judge, error=error)
+
+
+def last_failure() -> tuple[str, str] | None:
+    """``(judge, error)`` of the last failed judgment in this process, or None."""
+    return (_last_failure["judge"], _last_failure["error"]) if _last_failure else None
+
+
 class Judge(ABC):
     #: the schema of ``cfg.judge`` for this judge; every default of its settings is stated there
     config_class: ClassVar[type] = PluginConfig
 
     def __init__(self):
         self.stats = JudgeStats()
+        self._popped = (0, 0)  # stats.calls and stats.failures at the last pop_step_stats
 
     @classmethod
     def from_config(cls, cfg, context: JudgeContext) -> Judge:
@@ -82,8 +96,12 @@ class Judge(ABC):
         return cls()
 
     def pop_step_stats(self) -> dict[str, float]:
-        """Counters since the last call, logged once per training step (``judge/...``)."""
-        return {}
+        """Counters since the last call, logged once per training step (``judge/...``): items judged and items
+        masked (a step with every item masked raises the judge-outage alert)."""
+        calls, failures = self.stats.calls, self.stats.failures
+        step = {"judge/items": float(calls - self._popped[0]), "judge/masked": float(failures - self._popped[1])}
+        self._popped = (calls, failures)
+        return step
 
     def totals(self) -> dict[str, float]:
         """Counters over the judge's lifetime, for summary.json."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ao_calib.judges.base import Judge, JudgeItem
+from ao_calib.judges.base import Judge, JudgeItem, note_failure
 
 _STRIP = ".!?,;:'\" \n\t"
 
@@ -26,6 +26,7 @@ class LabelJudge(Judge):
             expected = yes_no(item.label) if item.label else None
             if expected is None:
                 self.stats.failures += 1  # no known answer: nothing to judge against, so the sample is masked
+                note_failure("label", "the row has no yes/no answer to judge against")
                 scores.append(None)
             else:
                 scores.append(1.0 if yes_no(item.answer) == expected else 0.0)

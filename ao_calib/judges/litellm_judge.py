@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 
 
 from ao_calib.errors import AOCalibError
-from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, to_settings
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
 from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.cache import JudgmentCache, judgment_key
 
@@ -110,9 +110,23 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def _describe(exc: BaseException) -> str:
-    """The exception's class and status code only: messages may quote request details."""
+    """The exception's class and status code only: messages may quote request details. A connection that could
+    not be made is named as such: litellm files it under status 500, which would read as a server error."""
+    if _is_connection_error(exc):
+        return f"connection failed ({type(exc).__name__}: no answer from the server)"
     code = _status_code(exc)
     return type(exc).__name__ + (f" ({code})" if code is not None else "")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:  # litellm wraps the transport's error; look down the chain
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionError) or type(exc).__name__ in ("APIConnectionError", "ConnectError",
+                                                                      "ClientConnectorError"):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 # --------------------------------------------------------------------------------------------- stats
@@ -240,6 +254,16 @@ class LiteLLMJudge(Judge):
 
     config_class = LiteLLMJudgeConfig
 
+    @classmethod
+    def missing_resources(cls, settings) -> list[str]:
+        """The provider's API key, when the judge is a hosted model (no ``api_base``) and its environment variable
+        is unset: named before the run loads anything (``ao_calib.preflight``)."""
+        if settings.api_base or not settings.model:
+            return []
+        keys = _import_litellm().validate_environment(model=settings.model).get("missing_keys") or []
+        return [f"the environment variable {' and '.join(keys)} for judge.model={settings.model} (or a "
+                "self-hosted judge: judge.api_base=http://HOST:PORT/v1)"] if keys else []
+
     def __init__(self, settings: LiteLLMJudgeConfig, default_prompt: str | None = None):
         """``settings.prompt`` or, when it is null, ``default_prompt`` (the task's grading prompt)."""
         super().__init__()
@@ -360,6 +384,8 @@ class LiteLLMJudge(Judge):
         if failed:
             log.warning("judge %s: %d of %d judgments failed and are masked (%s)", self.model, failed, len(todo),
                         "; ".join(f"{n}x {r}" for r, n in reasons.most_common()))
+            note_failure(f"{self.model}" + (f" at {self.api_base}" if self.api_base else ""),
+                         reasons.most_common(1)[0][0])
         return out
 
     def _semaphore(self) -> asyncio.Semaphore:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from ao_calib.errors import AOCalibError
-from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, to_settings
+from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
 from ao_calib.judges.config import LocalJudgeConfig
 from ao_calib.judges.litellm_judge import parse_score
 
@@ -40,6 +40,8 @@ class LocalJudge(Judge):
         scores = [parse_score(reply) for reply in replies]
         self.stats.calls += len(items)
         self.stats.failures += sum(s is None for s in scores)
+        if None in scores:
+            note_failure("local (the base model)", "reply without a score in range")
         return scores
 
     @torch.no_grad()

@@ -22,7 +22,8 @@ from ao_calib.run_dir import RunRecord, SweepFiles, load_runs
 
 MISSING = "—"
 FIXED_COLUMNS = ("run", "status", "final_reward", "wall_time_s", "steps", "error")
-_STATUS_MARK = {"completed": "completed", "failed": "**failed**", "unfinished": "_unfinished_"}
+_STATUS_MARK = {"completed": "completed", "failed": "**failed**", "crashed": "**crashed**",
+                "unfinished": "_unfinished_"}
 
 
 def swept_keys(records: Sequence[RunRecord]) -> list[str]:
@@ -138,11 +139,16 @@ def _first_line(text: str, width: int = 160) -> str:
 
 def summary_lines(frame: pd.DataFrame) -> list[str]:
     counts = frame["status"].value_counts()
-    parts = [f"{counts[s]} {s}" for s in ("completed", "failed", "unfinished") if s in counts]
+    parts = [f"{counts[s]} {s}" for s in ("completed", "running", "interrupted", "failed", "crashed", "unfinished")
+             if s in counts]
     lines = [f"{len(frame)} run(s): " + ", ".join(parts)]
     for run, status, error in zip(frame["run"], frame["status"], frame["error"]):
-        if status == "failed":
-            lines.append(f"- {run}: failed: {_first_line(error) if isinstance(error, str) else 'no error recorded'}")
+        if status in ("failed", "interrupted"):
+            lines.append(f"- {run}: {status}: "
+                         f"{_first_line(error) if isinstance(error, str) else 'no error recorded'}")
+        elif status == "crashed":
+            lines.append(f"- {run}: crashed: summary.json says running but its process is gone (killed, or the "
+                         "machine went down); resume with trainer.resume_from_checkpoint=latest")
     if "eval/resolution" in frame.columns:
         lines.append("eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty (Murphy's "
                      "decomposition over ten equal-width bins); eval/auroc 0.5 means the confidence does not rank "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -29,13 +31,21 @@ def git_commit() -> str | None:
 
 @dataclass
 class RunSummary:
+    """summary.json. ``status`` is "running" (with the process id and host, so ``ao_calib.report`` can tell a
+    crashed run from a live one), "completed", "failed" (with the error) or "interrupted" (with the signal)."""
+
     run_dir: RunDir
     started: float = field(default_factory=time.time)
     wandb_run_id: str | None = None
     git_commit: str | None = field(default_factory=git_commit)
+    resumed_from: str | None = None  # the checkpoint this process resumed from
+
+    def previous(self) -> dict | None:
+        """What an earlier process of this run wrote (a resume reads its wandb run id and status)."""
+        return read_json(self.run_dir.summary)
 
     def write(self, status: str, final_metrics: dict | None = None, eval_metrics: dict | None = None,
-              error: str | None = None, extra: dict | None = None) -> dict:
+              error: str | None = None, extra: dict | None = None, signal: str | None = None) -> dict:
         summary = {
             "status": status,
             "wall_time_s": round(time.time() - self.started, 2),
@@ -43,8 +53,12 @@ class RunSummary:
             "git_commit": self.git_commit,
             "wandb_run_id": self.wandb_run_id,
             "run_dir": str(self.run_dir.path),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
             "final_metrics": final_metrics or {},
             "eval_metrics": eval_metrics or {},
+            **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
+            **({"signal": signal} if signal else {}),
             **({"error": error} if error else {}),
             **(extra or {}),
         }

@@ -12,8 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger(__name__)
 
 
-def init_wandb(cfg: DictConfig, run_dir: Path) -> str | None:
-    """Starts wandb for ``logger=wandb``; never blocks the run: on any failure it warns and returns None."""
+def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str | None:
+    """Starts wandb for ``logger=wandb``; never blocks the run: on any failure it warns and returns None.
+    ``run_id``: the wandb run a resumed run continues (its curves go on in the same run)."""
     if cfg.logger.name != "wandb":
         return None
     mode = cfg.logger.mode
@@ -25,6 +26,7 @@ def init_wandb(cfg: DictConfig, run_dir: Path) -> str | None:
         run = wandb.init(
             project=cfg.logger.project, entity=cfg.logger.entity, name=cfg.run_name, dir=str(run_dir),
             mode=mode, tags=list(cfg.logger.tags), config=OmegaConf.to_container(cfg, resolve=True),
+            id=run_id, resume="allow" if run_id else None,
             settings=wandb.Settings(init_timeout=cfg.logger.init_timeout_s, silent=True),
         )
         log.info("wandb %s run %s", mode, run.id)

@@ -48,18 +48,8 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
 
 
 def latest_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
-    """``trainer.resume_from_checkpoint``: null, "latest" (newest checkpoint of this run directory), or a path."""
-    if setting is None:
-        return None
-    if setting != "latest":
-        from pathlib import Path
+    """``trainer.resume_from_checkpoint``: null, "latest" (newest whole checkpoint of this run directory), or a
+    path (see ``ao_calib.run_dir.resolve_checkpoint``)."""
+    from ao_calib.run_dir import resolve_checkpoint
 
-        if not Path(setting).is_dir():
-            raise AOCalibError(f"trainer.resume_from_checkpoint={setting}: no such checkpoint directory")
-        return setting
-    checkpoints = run_dir.checkpoint_dirs()
-    if not checkpoints:
-        log.warning("resume_from_checkpoint=latest: no checkpoint in %s yet, starting from scratch", run_dir)
-        return None
-    log.info("resuming from %s", checkpoints[-1])
-    return str(checkpoints[-1])
+    return resolve_checkpoint(setting, run_dir)

@@ -59,3 +59,38 @@ class AlertCallback(TrainerCallback):
                 log.warning("ALERT at step %d: %s", state.global_step, message)
                 print(f"\n[alert] step {state.global_step}: {message}", flush=True)
                 logs[f"alert/{alert.name}"] = 1.0
+
+
+class JudgeOutageCallback(TrainerCallback):
+    """A logged step where the judge masked every sample (``judge/masked`` equals ``judge/items``) has no reward
+    at all: alert at once, and after ``stop_after`` such steps in a row stop training with ``stop_reason`` naming
+    the judge and its last error (the run then ends "failed")."""
+
+    def __init__(self, stop_after: int | None):
+        self.stop_after = stop_after
+        self.fired: dict[str, dict] = {}
+        self.stop_reason: str | None = None
+        self._streak = 0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        items, masked = (logs or {}).get("judge/items"), (logs or {}).get("judge/masked")
+        if not items or masked is None:
+            return
+        self._streak = self._streak + 1 if masked >= items else 0
+        if not self._streak:
+            return
+        from ao_calib.judges.base import last_failure
+
+        judge, error = last_failure() or ("the judge", "unknown")
+        message = (f"judge outage: {judge} masked every sample of the step ({self._streak} step(s) in a row; last "
+                   f"error: {error}); no reward reaches the policy. Check the judge server or judge.api_base")
+        logs["alert/judge_outage"] = 1.0
+        if "judge_outage" not in self.fired:
+            self.fired["judge_outage"] = {"step": state.global_step, "message": message}
+            log.warning("ALERT at step %d: %s", state.global_step, message)
+            print(f"\n[alert] step {state.global_step}: {message}", flush=True)
+        if self.stop_after and self._streak >= self.stop_after:
+            self.stop_reason = (f"stopped at step {state.global_step}: judge {judge} masked every sample for "
+                                f"{self._streak} steps in a row (alerts.judge_outage_stop_after="
+                                f"{self.stop_after}); last error: {error}")
+            control.should_training_stop = True

@@ -105,3 +105,16 @@ class PeriodicEvalCallback(TrainerCallback):
                 pending_train_log = control.should_log  # logging resets the flag; the step's own log must still run
                 self.trainer.log({f"val/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))})
                 control.should_log = self.trainer.control.should_log = pending_train_log
+
+
+class StopOnSignalCallback(TrainerCallback):
+    """When a stop signal came during training (``ao_calib.interrupts.SignalWatch``), saves a checkpoint at the
+    end of the current step and stops there, so the run resumes from that step."""
+
+    def __init__(self, watch):
+        self.watch = watch
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.watch.received is not None:
+            control.should_save = True
+            control.should_training_stop = True

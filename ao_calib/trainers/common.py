@@ -1,10 +1,14 @@
 """What every trainer shares: what it is built from (``TrainerSetup``), the TrainingArguments fields the stage
-config sets, the sampling fields of the online-RL trainers (GRPO, RLOO, PPO), and the mixin that keeps sampled
-completions in the run's completions file and logs the advantage spread."""
+config sets, the sampling fields of the online-RL trainers (GRPO, RLOO, PPO), the mixin that keeps sampled
+completions in the run's completions file and logs the advantage spread, and checkpoints that are either whole or
+absent (written under a temporary name, renamed when complete; checked before a resume)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.run_dir import RunDir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,7 +121,53 @@ def divide(total: int, part: int, what: str) -> int:
     return total // part
 
 
-class CompletionSamplesMixin:
+# ------------------------------------------------------------------------------------------- checkpoints
+
+STAGING = ".partial"  # a checkpoint is written under checkpoints/.partial/ and renamed into place when complete
+
+
+class AtomicCheckpointMixin:
+    """For every trainer: a checkpoint is written into ``checkpoints/.partial/checkpoint-N`` and renamed to
+    ``checkpoints/checkpoint-N`` only once everything in it is on disk, so a kill or a full disk mid-save leaves
+    no checkpoint that looks whole. Goes first in a trainer's bases, so TRL's own additions land in the staging
+    folder too."""
+
+    _staging_root: str | None = None
+
+    def _get_output_dir(self, trial):
+        return self._staging_root or super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model, trial):
+        final_root = Path(super()._get_output_dir(trial))
+        name = f"checkpoint-{self.state.global_step}"
+        staging = final_root / STAGING
+        if self.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)  # what a killed save left behind
+        self._staging_root = str(staging)
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_root = None
+        if self.args.should_save:
+            target = final_root / name
+            if target.exists():  # the same step saved again (a resumed run's first save): replace it whole
+                shutil.rmtree(target)
+            os.replace(staging / name, target)
+            shutil.rmtree(staging, ignore_errors=True)
+            _rotate(final_root, self.args.save_total_limit)
+
+
+def _rotate(root: Path, limit: int | None) -> None:
+    """Keeps the newest ``limit`` complete checkpoints (the trainer's own rotation saw only the staging folder)."""
+    if not limit:
+        return
+    found = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[-1]))
+    for old in found[:-limit]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class CompletionSamplesMixin(AtomicCheckpointMixin):
     """For TRL's online trainers: keeps a few completions of every generation batch, with each reward component
     and the advantage, in the completions file; logs the advantage spread (``advantage_std``, the one place it is
     computed: every group scored alike means no learning signal); lets reward weights change during training

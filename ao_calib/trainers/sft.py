@@ -11,7 +11,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
-from ao_calib.trainers.common import TrainerSetup, divide, training_kwargs
+from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, divide, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     return encoded
 
 
-class AOSFTTrainer(SFTTrainer):
+class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
     def __init__(self, *args, steering=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.steering = steering

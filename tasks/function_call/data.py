@@ -15,7 +15,8 @@ from typing import Any
 
 import datasets
 
-from ao_calib.errors import DataValidationError
+from ao_calib.data_files import read_data_text
+from ao_calib.errors import DataValidationError, MissingDataFileError
 from .parsing import parse_calls
 
 
@@ -76,12 +77,9 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise FileNotFoundError(f"function-calling data file not found: {source}")
+        raise MissingDataFileError(f"function-calling data file not found: {source}")
     rows: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8-sig").split("\n")
-    except UnicodeDecodeError as e:
-        raise DataValidationError(source, 0, None, f"file is not valid UTF-8 ({e})") from e
+    lines = read_data_text(path, "function-calling data file").split("\n")
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -107,3 +107,23 @@ class OracleTaskConfig(TaskConfig):
     prompt: OraclePromptConfig = field(default_factory=OraclePromptConfig)
     stand_in: StandInOracleConfig = field(default_factory=StandInOracleConfig)
     classification: ClassificationEvalConfig = field(default_factory=ClassificationEvalConfig)
+
+    def __post_init__(self):
+        # Ranges checked before any model loads (validate_plugins builds this schema once at start-up).
+        bad = [p for p in self.layer_percents if not 0 < p < 100]
+        if not self.layer_percents or bad:
+            raise ValueError(f"layer_percents={list(self.layer_percents)}: out of range, allowed a non-empty list "
+                             "of percents each in (0, 100)")
+        checks = (("activations.k", self.activations.k, 1), ("activations.window_min", self.activations.window_min, 1),
+                  ("activations.window_max", self.activations.window_max, self.activations.window_min),
+                  ("activations.batch_size", self.activations.batch_size, 1),
+                  ("injection_layer", self.injection_layer, 0),
+                  ("data.generate.n_train_prompts", self.data.generate.n_train_prompts, 1),
+                  ("data.generate.n_test_prompts", self.data.generate.n_test_prompts, 1),
+                  ("data.generate.questions_per_prompt", self.data.generate.questions_per_prompt, 1),
+                  ("data.max_train_samples", self.data.max_train_samples, 1))
+        for key, value, low in checks:
+            if value is not None and value < low:
+                raise ValueError(f"{key}={value}: out of range, allowed >= {low}")
+        if not 0 < self.data.test_fraction < 1:
+            raise ValueError(f"data.test_fraction={self.data.test_fraction}: out of range, allowed (0, 1)")

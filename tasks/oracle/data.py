@@ -8,7 +8,8 @@ from pathlib import Path
 
 import datasets
 
-from ao_calib.errors import AOCalibError, DataValidationError
+from ao_calib.data_files import read_data_text
+from ao_calib.errors import AOCalibError, DataValidationError, MissingDataFileError
 from ao_calib.judges.label import yes_no
 
 log = logging.getLogger(__name__)
@@ -18,21 +19,22 @@ def load_labelled_rows(path: str | Path) -> list[dict]:
     """Rows with non-empty string ``prompt`` and ``question`` and an ``answer`` of Yes or No (any case).
     Extra fields are kept. Errors name the row and the field."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"oracle data file not found: {path}")
+    text = read_data_text(path, "oracle data file")
     rows = []
-    for index, line in enumerate(l for l in path.read_text().splitlines() if l.strip()):
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    for index, (line_no, line) in enumerate(lines):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataValidationError(str(path), index, None, f"not valid JSON ({exc.msg})") from None
+            raise DataValidationError(str(path), index, None, f"(line {line_no}) not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise DataValidationError(str(path), index, None, "a row must be a JSON object")
+            raise DataValidationError(str(path), index, None, f"(line {line_no}) a row must be a JSON object")
         for field in ("prompt", "question"):
             if not isinstance(row.get(field), str) or not row[field].strip():
-                raise DataValidationError(str(path), index, field, "must be a non-empty string")
+                raise DataValidationError(str(path), index, field, f"(line {line_no}) must be a non-empty string")
         if not isinstance(row.get("answer"), str) or yes_no(row["answer"]) is None:
-            raise DataValidationError(str(path), index, "answer", f"must be Yes or No, got {row.get('answer')!r}")
+            raise DataValidationError(str(path), index, "answer",
+                                      f"(line {line_no}) must be Yes or No, got {row.get('answer')!r}")
         rows.append({**row, "answer": yes_no(row["answer"]).capitalize(), "kind": row.get("kind", "labelled")})
     if not rows:
         raise DataValidationError(str(path), 0, None, "no rows")
@@ -52,14 +54,16 @@ def _is_binary(question: str) -> bool:
 def _wildchat_records(source: str | Path) -> tuple[list, str]:
     path = Path(source)
     if path.exists():
-        text = path.read_text()
+        text = read_data_text(path, "WildChat oracle-questions data")
         if path.suffix == ".jsonl":
             records = []
-            for index, line in enumerate(l for l in text.splitlines() if l.strip()):
+            lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+            for index, (line_no, line) in enumerate(lines):
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    records.append(DataValidationError(str(path), index, None, f"not valid JSON ({exc.msg})"))
+                    records.append(DataValidationError(str(path), index, None,
+                                                       f"(line {line_no}) not valid JSON ({exc.msg})"))
             return records, str(path)
         try:
             records = json.loads(text)
@@ -76,7 +80,7 @@ def _wildchat_records(source: str | Path) -> tuple[list, str]:
         except Exception as exc:  # noqa: BLE001 -- any hub failure becomes one clear message
             raise AOCalibError(f"could not load the hub dataset {source} ({type(exc).__name__}: {exc}); "
                                "pass a local JSON/JSONL file as task.data.path") from None
-    raise FileNotFoundError(f"WildChat oracle-questions data not found: {source}")
+    raise MissingDataFileError(f"WildChat oracle-questions data not found: {source}")
 
 
 def load_wildchat(source: str | Path = WILDCHAT_HUB_ID, strict: bool = False) -> datasets.Dataset:

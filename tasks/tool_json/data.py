@@ -23,7 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ao_calib.errors import DataValidationError
+from ao_calib.data_files import read_data_text
+from ao_calib.errors import DataValidationError, MissingDataFileError
 from .rewards import python_ast_key
 from .safe_eval import safe_eval
 from .schema import CATEGORIES, CATEGORY_TOOL, TOOL_ARG_KEY
@@ -77,10 +78,7 @@ def validate_row(row: Any, source: str, index: int) -> dict[str, Any]:
 
 def _read_records(path: Path, source: str) -> list[Any]:
     """The file's records: a JSON array (first non-blank character ``[``) or one JSON value per line."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise _fail(source, 0, None, f"file is not valid UTF-8 ({e})") from e
+    text = read_data_text(path, "tool_json data file")
     if text.lstrip().startswith("["):
         try:
             records = json.loads(text)
@@ -103,7 +101,7 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise FileNotFoundError(f"tool_json data file not found: {source} (create one with "
+        raise MissingDataFileError(f"tool_json data file not found: {source} (create one with "
                                 f"`python -m ao_calib_tasks.tool_json.generate --out DIR`)")
     records = _read_records(path, source)
     if not records:
