@@ -1,0 +1,134 @@
+"""``python -m ao_calib.export run_dir=PATH [merge=true] [out=DIR]``: take a finished run's model away.
+
+Writes the run's LoRA adapter (loadable with ``peft.AutoPeftModelForCausalLM``), or with ``merge=true`` the base
+model with the adapter merged in (loadable with ``transformers.AutoModelForCausalLM``, no peft needed), together
+with the tokenizer and its chat template, and a model card (``README.md``) giving the base model, the run's full
+config, its data settings and its held-out numbers (``eval.json``). ``out`` defaults to ``RUN/export`` or
+``RUN/export-merged``; an existing non-empty ``out`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ao_calib.errors import AOCalibError
+from ao_calib.run_dir import RunDir, read_json
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+@dataclass
+class ExportArgs:
+    run_dir: str = field(metadata={"help": "the finished run to export (required)"})
+    merge: bool = field(default=False, metadata={"help": "merge the adapter into the base model"})
+    out: Optional[str] = field(default=None, metadata={"help": "output folder (default RUN/export[-merged])"})
+
+
+def usage() -> str:
+    lines = ["usage: python -m ao_calib.export run_dir=PATH [merge=true] [out=DIR]", "",
+             (__doc__ or "").split("\n\n")[1].strip(), "", "options:"]
+    lines += [f"  {name:<8} {f.metadata['help']}" for name, f in ExportArgs.__dataclass_fields__.items()]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> ExportArgs:
+    if not any(a.startswith("run_dir=") for a in argv):
+        raise AOCalibError("run_dir= is required\n\n" + usage())
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ExportArgs), OmegaConf.from_dotlist(argv)))
+    except (OmegaConfBaseException, ValueError) as exc:
+        raise AOCalibError(f"bad arguments {argv}: {str(exc).splitlines()[0]}\n\n{usage()}") from None
+
+
+def export(args: ExportArgs) -> Path:
+    """Writes the export and returns its folder. Checks everything it can before loading a model."""
+    from ao_calib.config import load_run_config
+
+    run_dir = RunDir(args.run_dir)
+    if not run_dir.config.exists():
+        raise AOCalibError(f"run_dir={run_dir}: not a run directory ({run_dir.config} is missing)")
+    adapter = run_dir.adapter
+    if not (adapter / "adapter_config.json").is_file():
+        raise AOCalibError(f"run_dir={run_dir}: no adapter at {adapter} (did the run finish?)")
+    out = Path(args.out) if args.out else run_dir.path / ("export-merged" if args.merge else "export")
+    if out.exists() and any(out.iterdir()):
+        raise AOCalibError(f"out={out} exists and is not empty; choose another out=")
+    cfg = load_run_config(run_dir.config)
+    from ao_calib import models
+
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(str(adapter) if (adapter / "tokenizer_config.json").is_file() else source)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        model = models.load_trained_model(cfg.model, source, adapter).merge_and_unload()
+        model.save_pretrained(str(out))
+    else:
+        for name in ADAPTER_FILES:
+            if (adapter / name).is_file():
+                shutil.copy2(adapter / name, out / name)
+    tokenizer.save_pretrained(str(out))  # tokenizer files and chat_template.jinja
+    (out / "README.md").write_text(model_card(cfg, run_dir, source, args.merge), encoding="utf-8")
+    return out
+
+
+def model_card(cfg, run_dir: RunDir, base: str, merged: bool) -> str:
+    """The model card: what the model is, how to load it, the run's data, held-out numbers and full config."""
+    evaluation = read_json(run_dir.eval_report()) or {}
+    metrics = evaluation.get("metrics") or {}
+    name = cfg.get("run_name") or cfg.task.name
+    load = ("from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            "model = AutoModelForCausalLM.from_pretrained(PATH)\n" if merged else
+            "from peft import AutoPeftModelForCausalLM\nfrom transformers import AutoTokenizer\n"
+            "model = AutoPeftModelForCausalLM.from_pretrained(PATH)  # loads the base model, then this adapter\n")
+    lines = [
+        "---", f"base_model: {base}", "library_name: " + ("transformers" if merged else "peft"),
+        "tags: [ao_calib, " + ", ".join([str(cfg.task.name), str(cfg.trainer.name)]) + "]", "---", "",
+        f"# {name}", "",
+        f"{'The base model with a LoRA adapter merged in' if merged else 'A LoRA adapter'} trained with ao_calib: "
+        f"task `{cfg.task.name}`, trainer `{cfg.trainer.name}`, reward `{cfg.reward.name}`, base model `{base}`.",
+        "", "## Load it", "", "```python", load + "tokenizer = AutoTokenizer.from_pretrained(PATH)", "```", "",
+        "The tokenizer carries the chat template the model was trained with; build prompts with "
+        "`tokenizer.apply_chat_template(messages, add_generation_prompt=True)`"
+        + (" and the run's template options " + json.dumps(OmegaConf.to_container(cfg.model.chat_template_kwargs))
+           if cfg.model.get("chat_template_kwargs") else "") + ".",
+        "", "## Data", "", "```yaml", OmegaConf.to_yaml(cfg.task.get("data") or {}).strip() or "{}", "```", "",
+        "## Held-out evaluation", "",
+    ]
+    if metrics:
+        lines += [f"{evaluation.get('num_samples', '?')} held-out samples, {evaluation.get('decoding', 'greedy')}; "
+                  f"headline metric `{evaluation.get('headline_metric', 'accuracy')}`.", "",
+                  "| metric | value |", "|---|---:|"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in sorted(metrics.items()) if isinstance(v, (int, float))]
+    else:
+        lines.append("The run wrote no held-out evaluation (eval.json).")
+    lines += ["", "## Training config", "", f"From `{run_dir.path}`:", "", "```yaml",
+              OmegaConf.to_yaml(cfg, resolve=False).strip(), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(usage())
+        return 0
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
+    try:
+        out = export(parse_args(argv))
+    except AOCalibError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported to {out} (model card: {out / 'README.md'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
