@@ -162,6 +162,12 @@ class OnlineTrainerConfig(TrainerConfig):
     top_p: float = 1.0
     shuffle_dataset: bool = True
     completions_logged_per_step: int = 4
+    # Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged LoRA copy, one prefill per prompt; on
+    # CUDA a static KV cache and a compiled decode step); false: TRL's own generate path.
+    fast_generation: bool = False
+    # The merged copy owns a second set of the LoRA-targeted weights (about one model's size; frozen weights are
+    # shared). false generates from the unmerged adapter in eval mode, for models too big for both.
+    generation_merged_copy: bool = True
 
 
 @dataclass

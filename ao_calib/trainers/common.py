@@ -110,6 +110,8 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
         callbacks=callbacks,
         completions_path=setup.run_dir.completions,
         completions_per_step=stage.completions_logged_per_step,
+        fast_generation=stage.fast_generation,
+        generation_merged_copy=stage.generation_merged_copy,
         **extra,
     )
 

@@ -8,9 +8,10 @@ from trl import RLOOConfig, RLOOTrainer
 from ao_calib.errors import AOCalibError
 from ao_calib.trainers.common import (CompletionSamplesMixin, TrainerSetup, build_online_trainer, group_kwargs,
                                       sampling_kwargs, training_kwargs)
+from ao_calib.trainers.fast_generation import FastGenerationMixin
 
 
-class AORLOOTrainer(CompletionSamplesMixin, RLOOTrainer):
+class AORLOOTrainer(CompletionSamplesMixin, FastGenerationMixin, RLOOTrainer):
     """RLOOTrainer that records sampled completions and takes curriculum reward weights."""
 
 

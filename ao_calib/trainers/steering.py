@@ -44,8 +44,22 @@ class SteeringMixin:
         padded = pad([torch.tensor(ids) for ids in prompt_ids], padding_value=self._tokenizer.pad_token_id,
                      padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of)
         injected = self.steering.batch_for(self._scoring_rows, padded)
+        if self._generates_fast(*args[:2]):
+            # The fast path steers its own prefill, on the model it generates with (see _prefill_context).
+            self._generation_batch = injected
+            try:
+                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            finally:
+                self._generation_batch = None
         with self.steering.context(self.model, injected, "generation"):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+
+    def _prefill_context(self, model, rows: list[int]):
+        """Steers the fast path's prefill pass over ``rows`` of the generation batch (one row per distinct prompt
+        when the prefill is shared); decode steps run after the context has closed."""
+        index = torch.tensor(rows)
+        batch = self._generation_batch
+        return self.steering.context(model, SteeringBatch(batch.vectors[index], batch.positions[index]), "generation")
 
     def _compute_loss(self, model, inputs):
         self._loss_batch = SteeringBatch(inputs["steer_vectors"], inputs["steer_positions"])

@@ -1,0 +1,342 @@
+"""Fast rollouts for the online trainers (GRPO, RLOO, PPO), steered or not.
+
+TRL 1.16 samples with ``generate`` on the training model as it is: peft's unmerged LoRA (two extra matmuls per
+projection), dropout on (it never switches to eval mode), and a generation config with ``disable_compile=True``,
+so every decoded token pays Python and kernel-launch overhead. This path instead:
+
+* generates from a **merged copy** (``MergedCopy``): a plain transformers model that shares every frozen weight
+  with the trained model and owns only the LoRA-targeted weights, refreshed in place before each rollout from
+  base + scale·B·A computed in fp32. The trained weights are never merged in place, so nothing drifts, and the
+  copy's tensors keep their addresses, so a captured CUDA graph stays valid;
+* runs in **eval mode** (no dropout);
+* runs **one prefill per distinct prompt** and shares its KV cache with the prompt's G completions;
+* on CUDA, decodes with a **static KV cache and a compiled step** (``torch.compile``, CUDA graphs).
+
+Steering stays exact: activations are injected in the prefill only (the prompt is there, decode steps carry one
+new token). The steering hooks are registered for the prefill forward pass and removed before the first decode
+step, so the compiled decode step is traced, and replayed, without them.
+
+Under FSDP/ZeRO-3 the trainer keeps TRL's own path (its gather of the sharded weights): a merged copy would be a
+full weight copy per rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, StaticCache
+from transformers.generation.logits_process import (LogitsProcessorList, MinPLogitsWarper,
+                                                    RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
+                                                    TopKLogitsWarper, TopPLogitsWarper)
+from trl.trainer.utils import pad
+
+from ao_calib.steering.layout import unwrap
+
+log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampler TRL configures (``do_sample=True`` with these warpers), applied in transformers' order so the
+    same seed draws the same tokens as ``generate``. ``do_sample=False`` is greedy."""
+
+    do_sample: bool = True
+    temperature: float = 1.0
+    top_k: int | None = 0
+    top_p: float = 1.0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+
+    def processors(self) -> LogitsProcessorList:
+        out = LogitsProcessorList()
+        if self.repetition_penalty != 1.0:
+            out.append(RepetitionPenaltyLogitsProcessor(self.repetition_penalty))
+        if not self.do_sample:
+            return out
+        if self.temperature != 1.0:
+            out.append(TemperatureLogitsWarper(self.temperature))
+        if self.top_k:
+            out.append(TopKLogitsWarper(top_k=self.top_k))
+        if self.top_p < 1.0:
+            out.append(TopPLogitsWarper(top_p=self.top_p))
+        if self.min_p is not None:
+            out.append(MinPLogitsWarper(min_p=self.min_p))
+        return out
+
+
+# ------------------------------------------------------------------------------------------- merged copy
+
+
+def _lora_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    from peft.tuners.lora import LoraLayer
+
+    return {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}
+
+
+def mergeable(peft_model: torch.nn.Module) -> str | None:
+    """Why the copy cannot be built from this model (None: it can): plain LoRA on linear layers, one adapter."""
+    layers = _lora_layers(peft_model)
+    if not layers:
+        return "the model has no LoRA layers"
+    for name, layer in layers.items():
+        active = layer.active_adapters
+        if len(active) != 1:
+            return f"{name} has {len(active)} active adapters"
+        adapter = active[0]
+        if adapter not in layer.lora_A or not isinstance(layer.get_base_layer(), torch.nn.Linear):
+            return f"{name} is not a LoRA linear layer"
+        if layer.use_dora.get(adapter) or getattr(layer, "lora_bias", {}).get(adapter):
+            return f"{name} uses DoRA or a LoRA bias"
+        if getattr(layer, "fan_in_fan_out", False):
+            return f"{name} stores its weight transposed (fan_in_fan_out)"
+    return None
+
+
+class MergedCopy:
+    """A plain transformers model with the adapter merged, for generation only.
+
+    Frozen parameters are shared with the trained model (no extra memory); each LoRA-targeted linear layer and
+    every trainable non-LoRA parameter gets its own tensor, written by ``refresh`` in place:
+    W = W_base + scaling·(B @ A), in fp32, then cast once to the copy's dtype. The trained model's weights are
+    only read, so 100 or 10,000 refreshes leave them bit-identical.
+    """
+
+    def __init__(self, peft_model: torch.nn.Module):
+        inner = unwrap(peft_model)
+        lora = _lora_layers(inner)
+        owned = {id(layer.get_base_layer().weight) for layer in lora.values()}
+        memo = {id(p): p for p in inner.parameters() if id(p) not in owned and not p.requires_grad}
+        self.model = copy.deepcopy(inner, memo)
+        for module in self.model.modules():
+            # accelerate (mixed precision) and TRL wrap a model's forward in an instance attribute whose closure
+            # holds the trained model's own forward: copied as is, the copy would run the trained model.
+            module.__dict__.pop("forward", None)
+        # Replace each LoRA wrapper by its base linear layer: the copy runs plain matmuls.
+        self._targets: list[tuple[torch.Tensor, torch.nn.Module]] = []
+        copied_modules = dict(self.model.named_modules())
+        for name, layer in lora.items():
+            parent_name, _, child = name.rpartition(".")
+            plain = copied_modules[name].get_base_layer()
+            setattr(copied_modules[parent_name] if parent_name else self.model, child, plain)
+            self._targets.append((plain.weight, layer))
+        # Trainable parameters outside LoRA (e.g. peft's modules_to_save) are copied from the trained model.
+        trained = dict(inner.named_parameters())
+        self._copied: list[tuple[torch.Tensor, torch.Tensor]] = [
+            (param, trained[name]) for name, param in self.model.named_parameters()
+            if name in trained and trained[name].requires_grad and param is not trained[name]]
+        self.model.requires_grad_(False)  # shared parameters are frozen already; the owned ones must not train
+        for _, source in self._copied:
+            source.requires_grad_(True)
+        self.model.eval()
+        self.refresh()
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        for weight, layer in self._targets:
+            adapter = layer.active_adapters[0]
+            base = layer.get_base_layer().weight
+            a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+            delta = (b.float() @ a.float()) * layer.scaling[adapter]
+            weight.copy_((base.float() + delta).to(weight.dtype))
+        for target, source in self._copied:
+            target.copy_(source)
+
+
+# ---------------------------------------------------------------------------------------------- generator
+
+
+def shared_prompts(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct prompts of consecutive runs (TRL lists each prompt's G copies in a row) and, for every row,
+    the index of its distinct prompt."""
+    unique: list[list[int]] = []
+    index: list[int] = []
+    for ids in prompt_ids:
+        if not unique or list(ids) != unique[-1]:
+            unique.append(list(ids))
+        index.append(len(unique) - 1)
+    return unique, index
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device, multiple: int | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids and attention mask, left-padded exactly as TRL pads a generation batch (the steering positions are
+    found on that tensor)."""
+    tensors = [torch.tensor(list(r), dtype=torch.long) for r in rows]
+    ids = pad(tensors, padding_value=pad_id, padding_side="left", pad_to_multiple_of=multiple)
+    mask = pad([torch.ones_like(t) for t in tensors], padding_value=0, padding_side="left",
+               pad_to_multiple_of=multiple)
+    return ids.to(device), mask.to(device)
+
+
+PrefillContext = Callable[[torch.nn.Module, list[int]], contextlib.AbstractContextManager]
+
+
+class FastGenerator:
+    """Prefill then a token-by-token decode loop on ``model`` (a plain model in eval mode).
+
+    ``static_cache`` preallocates the KV cache for the whole rollout and ``compile_decode`` compiles the decode
+    step (CUDA graphs on a GPU); both default to on for CUDA only. With the static cache the prefill runs on the
+    full batch (the cache is written in place at fixed addresses); with the dynamic cache, once per distinct
+    prompt, and the cache is then repeated for the prompt's completions.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, static_cache: bool | None = None,
+                 compile_decode: bool | None = None):
+        self.model = model
+        on_cuda = next(model.parameters()).is_cuda
+        self.static_cache = on_cuda if static_cache is None else static_cache
+        self.compile_decode = (on_cuda if compile_decode is None else compile_decode) and self.static_cache
+        self._caches: dict[tuple[int, int], StaticCache] = {}
+        self._step = self._decode_step
+        if self.compile_decode:
+            self._step = torch.compile(self._decode_step, mode="reduce-overhead", dynamic=False)
+
+    def _decode_step(self, input_ids, position_ids, attention_mask, cache_position, cache):
+        return self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                          cache_position=cache_position, past_key_values=cache, use_cache=True,
+                          logits_to_keep=1).logits[:, -1, :]
+
+    def _static_cache(self, batch: int, length: int) -> StaticCache:
+        # One cache per shape, reset between rollouts: its tensors keep their addresses for the CUDA graphs.
+        key = (batch, length)
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
+        else:
+            cache.reset()
+        return cache
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[Sequence[int]], *, pad_id: int, eos_ids: Sequence[int],
+                 max_new_tokens: int, sampling: Sampling, prefill_context: PrefillContext | None = None,
+                 pad_to_multiple_of: int | None = None) -> list[list[int]]:
+        """Completion token ids of every row, up to and including its first EOS (as TRL keeps them)."""
+        device = next(self.model.parameters()).device
+        prefill_context = prefill_context or (lambda _model, _rows: contextlib.nullcontext())
+        ids, mask = left_pad(prompt_ids, pad_id, device, pad_to_multiple_of)
+        batch, prompt_len = ids.shape
+        # transformers' generate numbers positions from the first real token (left padding counts 0).
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        if self.static_cache:
+            total = prompt_len + max_new_tokens
+            total = -(-total // 64) * 64  # round up, so prompts of nearby lengths reuse a compiled step
+            cache = self._static_cache(batch, total)
+            full_mask = torch.cat([mask, mask.new_ones(batch, total - prompt_len)], dim=1)
+            with prefill_context(self.model, list(range(batch))):
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+        else:
+            unique, index = shared_prompts(prompt_ids)
+            first_rows = [index.index(u) for u in range(len(unique))]
+            u_ids, u_mask, u_pos = ids[first_rows], mask[first_rows], positions[first_rows]
+            cache = DynamicCache(config=self.model.config)
+            with prefill_context(self.model, first_rows):
+                logits = self.model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos,
+                                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+            rows = torch.tensor(index, device=device)
+            if len(unique) != batch:
+                for layer in cache.layers:
+                    layer.keys = layer.keys.index_select(0, rows)
+                    layer.values = layer.values.index_select(0, rows)
+            logits = logits.index_select(0, rows)
+            full_mask = torch.cat([mask, mask.new_ones(batch, max_new_tokens)], dim=1)
+        return self._decode(ids, logits, cache, full_mask, positions[:, -1:], prompt_len, pad_id, eos_ids,
+                            max_new_tokens, sampling)
+
+    def _decode(self, ids, logits, cache, full_mask, last_position, prompt_len, pad_id, eos_ids, max_new_tokens,
+                sampling: Sampling) -> list[list[int]]:
+        device = ids.device
+        processors = sampling.processors()
+        eos = torch.tensor(list(eos_ids), device=device)
+        unfinished = torch.ones(ids.size(0), dtype=torch.bool, device=device)
+        sequence = ids
+        generated = []
+        for step in range(max_new_tokens):
+            scores = processors(sequence, logits.float())
+            if sampling.do_sample:
+                token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+            else:
+                token = scores.argmax(dim=-1)
+            token = torch.where(unfinished, token, torch.full_like(token, pad_id))
+            generated.append(token)
+            sequence = torch.cat([sequence, token[:, None]], dim=1)
+            unfinished &= ~torch.isin(token, eos)
+            if not bool(unfinished.any()) or step == max_new_tokens - 1:
+                break
+            cur = prompt_len + step
+            attention = full_mask if self.static_cache else full_mask[:, : cur + 1]
+            logits = self._step(token[:, None], last_position + step + 1, attention,
+                                torch.tensor([cur], device=device), cache).clone()
+        completions = torch.stack(generated, dim=1).tolist()
+        stops = set(eos_ids)
+        out = []
+        for row in completions:
+            end = next((i for i, t in enumerate(row) if t in stops), len(row) - 1)
+            out.append(row[: end + 1])
+        return out
+
+
+# ----------------------------------------------------------------------------------------- trainer mixin
+
+
+class FastGenerationMixin:
+    """For TRL's online trainers: rollouts through ``FastGenerator`` on a merged copy when
+    ``fast_generation=True`` (TRL's own path otherwise, and always with vLLM, transformers' continuous batching,
+    images, FSDP or DeepSpeed). Subclasses that steer override ``_prefill_context``."""
+
+    def __init__(self, *args, fast_generation: bool = False, generation_merged_copy: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fast_generation = fast_generation
+        self.generation_merged_copy = generation_merged_copy
+        self._merged: MergedCopy | None = None
+        self._fast: FastGenerator | None = None
+
+    def _generates_fast(self, images=None, multimodal_fields=None) -> bool:
+        return (self.fast_generation and not self.use_vllm
+                and not getattr(self, "use_transformers_continuous_batching", False)
+                and not getattr(self, "is_fsdp_enabled", False) and not getattr(self, "is_deepspeed_enabled", False)
+                and not images and not multimodal_fields)
+
+    def _prefill_context(self, model: torch.nn.Module, rows: list[int]) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def _generation_model(self) -> torch.nn.Module:
+        trained = self.accelerator.unwrap_model(self.model)
+        if self._fast is None:
+            reason = mergeable(trained) if self.generation_merged_copy else "trainer.generation_merged_copy=false"
+            if reason is None:
+                self._merged = MergedCopy(trained)
+            else:
+                log.info("fast generation without a merged copy (%s): the adapter stays unmerged", reason)
+            self._fast = FastGenerator(self._merged.model if self._merged else trained)
+        elif self._merged is not None:
+            self._merged.refresh()
+        return self._fast.model
+
+    def _sampling(self) -> Sampling:
+        return Sampling(do_sample=True, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                        min_p=self.min_p, repetition_penalty=self.repetition_penalty)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, *args, **kwargs):
+        if not self._generates_fast(images, multimodal_fields):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, *args, **kwargs)
+        model = self._generation_model()
+        trained = self.accelerator.unwrap_model(self.model)
+        was_training = trained.training
+        trained.eval()  # the merged copy is always in eval mode; the unmerged fallback drops its dropout here
+        try:
+            completion_ids = self._fast.generate(
+                prompt_ids, pad_id=self._tokenizer.pad_token_id, eos_ids=self.eos_token_ids,
+                max_new_tokens=self.max_completion_length, sampling=self._sampling(),
+                prefill_context=self._prefill_context, pad_to_multiple_of=self.pad_to_multiple_of)
+        finally:
+            trained.train(was_training)
+        return completion_ids, None
