@@ -20,6 +20,10 @@ class LiteLLMJudgeConfig(PluginConfig):
     temperature: float = 0.0
     max_tokens: int = 256
     max_concurrency: int = 16
+    # Provider rate limits; null: none. Requests are spaced evenly (a cap of N a minute starts one every 60/N s);
+    # a request reserves its estimated tokens (prompt chars / 4 + max_tokens), corrected by the reply's usage.
+    max_requests_per_minute: Optional[float] = None
+    max_tokens_per_minute: Optional[float] = None
     timeout_s: float = 30.0
     max_retries: int = 3
     backoff_s: float = 1.0  # first retry delay; doubles each retry

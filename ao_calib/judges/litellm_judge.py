@@ -146,6 +146,7 @@ class _Counters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    rate_limited_wait_s: float = 0.0  # time requests waited for the rate caps (max_*_per_minute)
     latencies: list[float] = field(default_factory=list)
 
     def as_dict(self, prefix: str = "judge/") -> dict[str, float]:
@@ -249,6 +250,49 @@ class CostMeter:
         return cost if math.isfinite(cost) and cost > 0 else 0.0
 
 
+class RateLimiter:
+    """Request and token caps per minute, as even spacing (no bursts): each request starts no earlier than
+    ``60/rpm`` s after the previous one, and no earlier than its predecessors' tokens allow at ``tpm``. Tokens are
+    reserved from an estimate and the difference settled when the reply reports its usage. Loop-agnostic (a thread
+    lock and ``asyncio.sleep``), so one limiter covers every event loop the judge is used from."""
+
+    def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None,
+                 clock=time.monotonic):
+        self.request_gap = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self.seconds_per_token = 60.0 / tokens_per_minute if tokens_per_minute else 0.0
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._next_request = 0.0  # earliest start of the next request under the request cap
+        self._next_tokens = 0.0  # ... under the token cap
+
+    @property
+    def active(self) -> bool:
+        return bool(self.request_gap or self.seconds_per_token)
+
+    async def acquire(self, tokens: int) -> float:
+        """Waits for this request's turn; returns the seconds waited."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next_request, self._next_tokens)
+            self._next_request = start + self.request_gap
+            self._next_tokens = max(self._next_tokens, start) + tokens * self.seconds_per_token
+        wait = start - now
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return max(wait, 0.0)
+
+    def settle(self, estimated: int, actual: int) -> None:
+        """The reply's real token count replaces the estimate (a smaller one gives the difference back)."""
+        if self.seconds_per_token and actual != estimated:
+            with self._lock:
+                self._next_tokens += (actual - estimated) * self.seconds_per_token
+
+
+def estimated_tokens(text: str, max_tokens: int) -> int:
+    """A request's token cost before it is sent: about four characters a token, plus the longest reply."""
+    return len(text) // 4 + 1 + max_tokens
+
+
 class LiteLLMJudge(Judge):
     """Scores items with an LLM through ``litellm.acompletion``; see the module docstring."""
 
@@ -272,6 +316,9 @@ class LiteLLMJudge(Judge):
             raise AOCalibError("judge.model must name a litellm model, e.g. openai/gpt-4o-mini")
         if not prompt:
             raise AOCalibError("judge.prompt is null and the task has no grading prompt: set judge.prompt")
+        for cap in ("max_requests_per_minute", "max_tokens_per_minute"):
+            if getattr(settings, cap) is not None and getattr(settings, cap) <= 0:
+                raise AOCalibError(f"judge.{cap}={getattr(settings, cap)}: a cap must be > 0 (null: none)")
         if settings.max_concurrency < 1 or settings.max_retries < 0 or settings.timeout_s <= 0 or settings.backoff_s < 0:
             raise AOCalibError("judge: max_concurrency >= 1, max_retries >= 0, timeout_s > 0 and backoff_s >= 0 "
                                f"are required (got {settings.max_concurrency}, {settings.max_retries}, "
@@ -299,6 +346,7 @@ class LiteLLMJudge(Judge):
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._cost = CostMeter(self._litellm, self.model, self.api_base)
         self._rng = random.Random()
+        self._limiter = RateLimiter(settings.max_requests_per_minute, settings.max_tokens_per_minute)
 
     @classmethod
     def from_config(cls, cfg, context: JudgeContext) -> LiteLLMJudge:
@@ -421,11 +469,15 @@ class LiteLLMJudge(Judge):
         kwargs = self._request_kwargs(text)
         guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
         last = "no attempt"
+        estimate = estimated_tokens(text, self.max_tokens)
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self._add(retries=1)
                 await asyncio.sleep(self._backoff(attempt - 1))
             async with sem:
+                if self._limiter.active:  # a retry counts against the caps too: the provider counts it
+                    waited = await self._limiter.acquire(estimate)
+                    self._add(rate_limited_wait_s=waited)
                 start = time.perf_counter()
                 try:
                     response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
@@ -439,6 +491,9 @@ class LiteLLMJudge(Judge):
                 latency = time.perf_counter() - start
             raw = response_text(response)
             usage = getattr(response, "usage", None)
+            if self._limiter.active and usage is not None:
+                self._limiter.settle(estimate, int(getattr(usage, "prompt_tokens", 0) or 0)
+                                     + int(getattr(usage, "completion_tokens", 0) or 0))
             self._add(calls=1, latency=latency, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                       completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                       cost_usd=self._cost(response))
