@@ -66,6 +66,8 @@ class ModelConfig:
     dtype: str = "bfloat16"  # float32 | bfloat16 | float16
     attn_implementation: str = "sdpa"
     requires_gpu: bool = True
+    # "4bit": QLoRA, the base weights loaded in 4-bit NF4 through bitsandbytes (CUDA only); null: full weights
+    quantization: Optional[str] = None
     gradient_checkpointing: bool = False
     num_hidden_layers: int = MISSING  # checked against the loaded model; layer percents are taken of it
     # Activation Oracle injection mode the adapter was trained with: add | replace.

@@ -47,14 +47,34 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     return model_cfg.hub_id
 
 
+QUANTIZATIONS = ("4bit",)
+
+
+def quantization_missing(model_cfg: DictConfig) -> list[str]:
+    """What ``model.quantization`` needs that this machine lacks: bitsandbytes' 4-bit weights run on CUDA only."""
+    quantization = model_cfg.get("quantization")
+    if quantization is None:
+        return []
+    if quantization not in QUANTIZATIONS:
+        raise AOCalibError(f"model.quantization={quantization!r}: choose one of {', '.join(QUANTIZATIONS)}, or null")
+    if not torch.cuda.is_available():
+        return [f"a CUDA GPU for model.quantization={quantization} (bitsandbytes' 4-bit weights run on CUDA only; "
+                "on this machine leave model.quantization=null)"]
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return [f"the bitsandbytes package for model.quantization={quantization} (pip install bitsandbytes)"]
+    return []
+
+
 def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
     """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
-    if model_cfg.tiny is not None:
+    missing = quantization_missing(model_cfg)
+    if model_cfg.tiny is not None and not missing:
         return
-    missing = []
-    if model_cfg.requires_gpu and not torch.cuda.is_available():
+    if model_cfg.tiny is None and model_cfg.requires_gpu and not torch.cuda.is_available():
         missing.append("a CUDA GPU (torch.cuda.is_available() is False)")
-    for repo in filter(None, [model_cfg.hub_id, adapter_id]):
+    for repo in filter(None, [model_cfg.hub_id, adapter_id] if model_cfg.tiny is None else []):
         if not _locally_available(repo) and not _hub_reachable():
             missing.append(f"'{repo}' (not in the local Hugging Face cache, and the hub cannot be reached)")
     if missing:
@@ -108,10 +128,18 @@ def load_base_model(model_cfg: DictConfig, source: str):
     if dtype != torch.float32 and not torch.cuda.is_available():
         log.warning("model.dtype=%s on CPU is slow and imprecise; using float32", model_cfg.dtype)
         dtype = torch.float32
+    quantized = model_cfg.get("quantization") == "4bit"
+    extra = {}
+    if quantized:  # QLoRA: NF4 base weights, compute in the model's dtype; placed on the GPU at load
+        from transformers import BitsAndBytesConfig
+
+        extra = {"quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype), "device_map": {"": 0}}
     model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=dtype, attn_implementation=model_cfg.attn_implementation
+        source, dtype=dtype, attn_implementation=model_cfg.attn_implementation, **extra
     )
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not quantized:  # a 4-bit model cannot be moved; it was loaded in place
         model.to("cuda")
     return model
 
