@@ -123,7 +123,13 @@ class FunctionCallTask(Task):
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)
         if self.bfcl and records:
-            metrics.update(category_accuracy(records))
+            by_category = category_accuracy(records)
+            metrics.update(by_category)
+            counts = {kind: sum((r.get("kind") or "all") == kind for r in records)
+                      for kind in (k.split("/", 1)[1] for k in by_category)}
+            print(f"[eval:{tag}] BFCL AST accuracy by category: " + " | ".join(
+                f"{k.split('/', 1)[1]} {v:.3f} (n={counts[k.split('/', 1)[1]]})" for k, v in by_category.items()),
+                flush=True)
         return metrics
 
 
