@@ -153,6 +153,13 @@ class TrainerConfig:
     lora: LoraOverrideConfig = field(default_factory=LoraOverrideConfig)
 
 
+class PromptLengthPolicy(str, Enum):
+    """What happens to a prompt over ``max_prompt_length`` tokens."""
+
+    drop = "drop"  # the row is left out
+    truncate = "truncate"  # its longest message keeps its first tokens, up to the limit
+
+
 @dataclass
 class OnlineTrainerConfig(TrainerConfig):
     """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets."""
@@ -163,6 +170,11 @@ class OnlineTrainerConfig(TrainerConfig):
     temperature: float = 0.7
     top_p: float = 1.0
     shuffle_dataset: bool = True
+    # Prompts longer than this many tokens (chat template applied) are cut or left out by prompt_length_policy,
+    # counted and logged, in the training and held-out splits alike: one huge row must not run the machine out of
+    # memory. null: no limit.
+    max_prompt_length: Optional[int] = 4096
+    prompt_length_policy: PromptLengthPolicy = PromptLengthPolicy.drop
     completions_logged_per_step: int = 4
     # Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged LoRA copy, one prefill per prompt; on
     # CUDA a static KV cache and a compiled decode step); false: TRL's own generate path.
@@ -321,15 +333,15 @@ class AlertsConfig:
     confidence_std_below: float = 0.1  # (tasks that state a confidence) confidences collapsed to one value
     answer_length_drop: float = 0.5  # (same) mean answer length fell below this fraction of its first value
     patience: int = 3  # consecutive logged steps a condition must hold (one noisy step is not a failure)
+    # Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as
+    # "failed", naming the judge and its last error; null: alert only.
+    judge_outage_stop_after: Optional[int] = 5
 
 
 @dataclass
 class Config:
     # Plug-in groups: typed by their own class's schema after composition (validate_plugins).
     task: Any = MISSING
-    # Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as
-    # "failed", naming the judge and its last error; null: alert only.
-    judge_outage_stop_after: Optional[int] = 5
     model: ModelConfig = MISSING
     trainer: TrainerConfig = MISSING
     reward: RewardConfig = MISSING
@@ -425,12 +437,6 @@ def validate_plugins(cfg) -> None:
             raise AOCalibError(f"{group}.{exc}") from None
 
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-
-
-def compose_run_config(overrides=(), config_dir=CONF_DIR):
-    """The config a run with these overrides sees, composed and with its plug-in groups typed: for tests,
-    benchmarks and notebooks that build the pipeline's parts themselves."""
 # ----------------------------------------------------------------------------------------- value ranges
 
 
@@ -503,6 +509,12 @@ def check_values(cfg) -> None:
             raise AOCalibError(f"{key}={value}: out of range, allowed {allowed}")
 
 
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_run_config(overrides=(), config_dir=CONF_DIR):
+    """The config a run with these overrides sees, composed and with its plug-in groups typed: for tests,
+    benchmarks and notebooks that build the pipeline's parts themselves."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):

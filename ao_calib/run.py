@@ -34,6 +34,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
 
     from ao_calib import models
     from ao_calib.evaluation import evaluate
+    from ao_calib.prompt_guard import guard_prompts
     from ao_calib.preflight import check_resources
     from ao_calib.reporting import summary as run_summary
     from ao_calib.reporting import wandb as run_wandb
@@ -59,7 +60,10 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         source = models.model_source(cfg.model, cfg.paths.cache_dir)
         tokenizer = models.load_tokenizer(source)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
-        data = task.build_data(tokenizer, model)
+        data, prompts_over = guard_prompts(
+            task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
+            cfg.trainer.get("prompt_length_policy", "drop"),
+            OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True), steered=task.steering() is not None)
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
         summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
@@ -104,7 +108,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         tokenizer.save_pretrained(str(run_dir.adapter))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
-                              extra={"alerts": alerts, **task.summary()})
+                              extra={"alerts": alerts, **task.summary(),
+                                     **({"prompts_over_limit": prompts_over} if prompts_over else {})})
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
         _record(summary, "interrupted", signal=signal_name, error=str(exc) or f"interrupted by {signal_name}")
