@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib.config import check_values, unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
+from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
 from ao_calib.interrupts import RunInterrupted, SignalWatch
 from ao_calib.run_dir import RunDir, StartPoint, start_point
@@ -190,6 +191,8 @@ def main(cfg: DictConfig) -> float | None:
                   f"(trainer.max_steps={cfg.trainer.max_steps}); nothing to resume. Raise trainer.max_steps to "
                   "train further.", flush=True)
             return start.finished.get("eval_metrics", {}).get("accuracy")
+        keep_offline(cfg)  # before any model library loads: no lookup of a host the run does not need
+        private_temp_dir()
         write_full_config(cfg, run_dir)
         summary = train(cfg, run_dir, start)
     except AOCalibError as exc:
