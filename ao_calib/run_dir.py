@@ -457,13 +457,14 @@ def process_alive(pid: Any, host: Any) -> bool | None:
         return False
     except PermissionError:
         return True  # someone else's process: alive, and ours cannot be told apart
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.exists():
-        try:
-            return b"ao_calib" in cmdline.read_bytes()
-        except OSError:
-            return True
-    return True
+    proc = Path(f"/proc/{pid}")
+    try:
+        if proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False  # exited, not yet reaped
+        cmdline = proc.joinpath("cmdline").read_bytes()
+    except (OSError, IndexError):
+        return True  # no /proc here: the pid is alive, and that is all that can be told
+    return not cmdline or b"ao_calib" in cmdline  # empty while the process is still starting
 
 
 def load_run(run_dir: str | Path, name: str | None = None) -> RunRecord:

@@ -40,3 +40,13 @@ def run_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subpro
     """Runs ``python -m ...`` from the project root, as a user would (``env`` adds variables)."""
     return subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(offline_env):
+    """The tiny Qwen3's tokenizer, built once per session into the session cache."""
+    from transformers import AutoTokenizer
+
+    from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+
+    return AutoTokenizer.from_pretrained(ensure_tiny_model(TinyModelSpec(), offline_env / "tiny_models"))
