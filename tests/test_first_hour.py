@@ -1,0 +1,144 @@
+"""A new user's first hour: a tiny run makes no network lookup, re-evaluation never replaces the run's own result,
+the plot reads as one run, --help shows examples and no schema, and the docs name the files the code writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ao_calib.reporting.plot import global_steps, plot_run, run_title
+from ao_calib.run_dir import RunDir, SweepFiles
+from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
+
+# Refuses (and records) every name lookup but the loopback's, in the process and any child it starts.
+REFUSE_LOOKUPS = '''
+import os, socket, traceback
+_real = socket.getaddrinfo
+def _refuse(host, *args, **kwargs):
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    if name not in ("localhost", "127.0.0.1", "::1"):
+        with open(os.environ["LOOKUP_LOG"], "a") as f:
+            f.write(name + "\\n" + "".join(traceback.format_stack(limit=25)) + "\\n")
+        raise socket.gaierror(socket.EAI_NONAME, "name lookup refused by the test: " + name)
+    return _real(host, *args, **kwargs)
+socket.getaddrinfo = _refuse
+'''
+# What the session's environment sets for every test; the run must get there by itself.
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE",
+                     "HF_HUB_DISABLE_TELEMETRY", "WANDB_ERROR_REPORTING", "WANDB_API_KEY")
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A tiny GRPO run with wandb, with no offline variable set and every name lookup refused:
+    ``(run dir, lookup log, its temp dir)``."""
+    root = tmp_path_factory.mktemp("first_hour")
+    (root / "site").mkdir()
+    (root / "site" / "sitecustomize.py").write_text(REFUSE_LOOKUPS)
+    (root / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
+    env.update(PYTHONPATH=str(root / "site"), LOOKUP_LOG=str(root / "lookups.log"), TMPDIR=str(root / "tmp"))
+    run = root / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=1",
+         "eval.num_samples=2", "logger=wandb", f"hydra.run.dir={run}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert_ok(result)
+    return run, root / "lookups.log", root / "tmp"
+
+
+def test_a_tiny_run_looks_up_no_host_and_leaves_no_temp_folder(offline_run):
+    run, lookups, tmp = offline_run
+    assert not lookups.exists(), f"name lookups attempted:\n{lookups.read_text()[:4000]}"
+    assert json.loads(RunDir(run).summary.read_text())["wandb_run_id"]  # wandb ran, offline
+    assert list(tmp.iterdir()) == []  # wandb-media / wandb-artifacts went with the run's own temp folder
+
+
+def test_reevaluation_never_replaces_the_runs_own_result(offline_run):
+    run, _, _ = offline_run
+    own = RunDir(run).eval_report().read_bytes()
+    own_predictions = RunDir(run).predictions().read_bytes()
+    result = run_cli("ao_calib.eval", f"run_dir={run}", "num_samples=2")
+    assert_ok(result)
+    written = sorted(p.name for p in run.glob("eval_reeval_*.json"))
+    assert len(written) == 1 and f"wrote {run / written[0]}" in result.stdout
+    assert "eval.json is unchanged" in result.stdout
+    assert RunDir(run).eval_report().read_bytes() == own
+    assert RunDir(run).predictions().read_bytes() == own_predictions
+
+    for tag in ("final", written[0][len("eval_"):-len(".json")]):  # an existing tag is refused
+        refused = run_cli("ao_calib.eval", f"run_dir={run}", "num_samples=2", f"tag={tag}")
+        assert refused.returncode == 2 and "overwrite=true" in refused.stderr, refused.stderr[-2000:]
+    assert RunDir(run).eval_report().read_bytes() == own
+
+
+def test_eval_help_lists_its_options():
+    result = run_cli("ao_calib.eval", "--help")
+    assert_ok(result)
+    for option in ("run_dir", "num_samples", "adapter", "temperature", "tag", "overwrite"):
+        assert re.search(rf"^  {option}\s", result.stdout, re.M), option
+    bad = run_cli("ao_calib.eval", "run_dir=x", "nmu_samples=3")
+    assert bad.returncode == 2 and "nmu_samples" in bad.stderr and "options:" in bad.stderr
+
+
+def test_plot_of_a_real_run_is_written_with_its_names(offline_run):
+    run, _, _ = offline_run
+    result = run_cli("ao_calib.plot", str(run))
+    assert_ok(result)
+    assert RunDir(run).curves_plot().stat().st_size > 0
+    assert run_title(run).startswith("function_call · tiny_qwen3 · grpo · function_call_tiny")
+
+
+def test_stages_and_a_resume_make_one_continuous_step(tmp_path):
+    rows = [{"step": s, "stage": "warmup", "loss": 1.0 / s} for s in range(1, 6)]
+    rows += [{"step": 1, "stage": "train", "reward": 0.1}, {"step": 2, "stage": "train", "reward": 0.2},
+             {"step": 2, "stage": "train", "val/accuracy": 0.5},
+             {"step": 3, "stage": "train", "reward": 0.3}, {"step": 4, "stage": "train", "reward": 0.4}]
+    rows += [{"step": s, "stage": "train", "reward": 0.2 * s} for s in range(3, 7)]  # resumed from checkpoint-2
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    placed, stages = global_steps(rows)
+    assert [(s.name, s.start, s.end) for s in stages] == [("warmup", 0, 5), ("train", 5, 11)]
+    train = [(x, round(r["reward"], 6)) for x, stage, r in placed if stage == "train" and "reward" in r]
+    assert train == [(6, 0.1), (7, 0.2), (8, 0.6), (9, 0.8), (10, 1.0), (11, 1.2)]  # the resume replaced 3 and 4
+    assert [x for x, _, r in placed if "val/accuracy" in r] == [7]
+    assert plot_run(tmp_path) == [RunDir(tmp_path).curves_plot()]
+
+
+def test_run_help_shows_examples_and_only_options_a_user_can_pick():
+    result = run_cli("ao_calib.run", "--help")
+    assert_ok(result)
+    assert "python -m ao_calib.run experiment=quickstart" in result.stdout.split("Pick one option")[0]
+    assert "_schema" not in result.stdout
+    groups = dict(re.findall(r"^  (\w+): (.+)$", result.stdout, re.M))
+    for group_dir in CONF_DIR.iterdir():
+        if group_dir.is_dir() and group_dir.name != "hydra":
+            assert groups[group_dir.name].split(", ") == sorted(p.stem for p in group_dir.glob("*.yaml"))
+
+
+def test_the_hint_after_a_model_this_machine_cannot_run_repeats_the_users_command():
+    result = run_cli("ao_calib.run", "task=function_call", "trainer.max_steps=5")
+    assert result.returncode == 2
+    assert "python -m ao_calib.run task=function_call trainer.max_steps=5 model=tiny_qwen3" in result.stderr
+
+
+def test_outputs_readme_names_the_files_the_code_writes():
+    text = (PROJECT_ROOT / "outputs" / "README.md").read_text()
+    named = [t for t in re.findall(r"`([^`\s]+)`", text)
+             if re.fullmatch(r"[\w/-]+\.(\{[\w,]+\}|json|jsonl|yaml|csv|md|png)", t) and not t.endswith(".py")]
+    expanded = {f"{stem}.{ext}" for name in named for stem, exts in [name.rsplit(".", 1)]
+                for ext in exts.strip("{}").split(",")}
+    run = RunDir("r")
+    written = {RunDir.METRICS, RunDir.COMPLETIONS, RunDir.SUMMARY, RunDir.CONFIG, run.eval_report().name,
+               run.predictions().name, str(run.curves_plot().relative_to(run.path)),
+               *(p.name for p in (SweepFiles("s").csv, SweepFiles("s").md, SweepFiles("s").png))}
+    assert expanded and expanded <= written, expanded - written
