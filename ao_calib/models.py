@@ -47,6 +47,15 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     return model_cfg.hub_id
 
 
+def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
+    """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
+    missing = missing_for_model(model_cfg, adapter_id)
+    if missing:
+        raise ResourceUnavailableError(
+            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + offline_hint()
+        )
+
+
 QUANTIZATIONS = ("4bit",)
 
 
@@ -67,25 +76,36 @@ def quantization_missing(model_cfg: DictConfig) -> list[str]:
     return []
 
 
-def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
-    """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
+def missing_for_model(model_cfg: DictConfig, adapter_id: str | None = None) -> list[str]:
+    """What the model and its adapter need that this machine lacks (a GPU, the hub), one phrase each."""
     missing = quantization_missing(model_cfg)
-    if model_cfg.tiny is not None and not missing:
-        return
-    if model_cfg.tiny is None and model_cfg.requires_gpu and not torch.cuda.is_available():
+    if model_cfg.tiny is not None:
+        return missing
+    if model_cfg.requires_gpu and not torch.cuda.is_available():
         missing.append("a CUDA GPU (torch.cuda.is_available() is False)")
-    for repo in filter(None, [model_cfg.hub_id, adapter_id] if model_cfg.tiny is None else []):
-        if not _locally_available(repo) and not _hub_reachable():
-            missing.append(f"'{repo}' (not in the local Hugging Face cache, and the hub cannot be reached)")
-    if missing:
-        raise ResourceUnavailableError(
-            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + offline_hint()
-        )
+    missing += [f"'{repo}'" + NOT_ON_HUB for repo in filter(None, [model_cfg.hub_id, adapter_id])
+                if not hub_repo_available(repo)]
+    return missing
 
 
-def _locally_available(repo: str) -> bool:
+NOT_ON_HUB = " (not in the local Hugging Face cache, and the hub cannot be reached; set HF_ENDPOINT or download it)"
+
+
+def hub_repo_available(repo: str, repo_type: str = "model") -> bool:
+    """A local path, a repository in the local Hugging Face cache, or a reachable hub."""
+    return _locally_available(repo, repo_type) or _hub_reachable()
+
+
+def _locally_available(repo: str, repo_type: str = "model") -> bool:
     if Path(repo).exists():
         return True
+    if repo_type == "dataset":
+        from huggingface_hub import scan_cache_dir
+
+        try:
+            return any(r.repo_id == repo and r.repo_type == "dataset" for r in scan_cache_dir().repos)
+        except Exception:  # noqa: BLE001 -- no cache directory yet, or an unreadable one: not available
+            return False
     from huggingface_hub import try_to_load_from_cache
 
     for filename in ("config.json", "adapter_config.json"):

@@ -57,6 +57,10 @@ class Task(ABC):
         """A pretrained adapter the task starts from (hub id or path), if any."""
         return None
 
+    def hub_datasets(self) -> list[str]:
+        """Hub data sets ``build_data`` will download, checked before the model loads (``ao_calib.preflight``)."""
+        return []
+
     @abstractmethod
     def build_data(self, tokenizer, model) -> TaskData:
         """Train/test rows; ``model`` is there for tasks that need the base model's activations."""

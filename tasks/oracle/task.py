@@ -57,6 +57,10 @@ class OracleTask(Task):
     def steering(self) -> ActivationSteering | None:
         return self._steering
 
+    def hub_datasets(self) -> list[str]:
+        path = self.cfg.task.data.path
+        return [path] if path and not Path(path).exists() else []
+
     def judge_prompt(self) -> str:
         return JUDGE_PROMPT
 

@@ -1,0 +1,35 @@
+"""What a run needs from this machine, checked before anything heavy loads: the model's GPU and hub files, the
+task's hub data sets and the judge's credentials, all reported in one message (exit 2) naming what to set."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from ao_calib import models
+from ao_calib.config import plugin_class
+from ao_calib.errors import ResourceUnavailableError
+
+
+def check_resources(cfg: DictConfig, task, adapter: str | None) -> None:
+    missing = models.missing_for_model(cfg.model, adapter)
+    missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in task.hub_datasets()
+                if not models.hub_repo_available(name, repo_type="dataset")]
+    judge_class = plugin_class("judge", cfg.judge.get("_target_"))
+    if judge_class is not None and hasattr(judge_class, "missing_resources"):
+        missing += judge_class.missing_resources(cfg.judge)
+    if missing:
+        raise ResourceUnavailableError(f"this run (task={cfg.task.name} model={cfg.model.name} "
+                                       f"judge={cfg.judge.name}) needs " + "; ".join(missing) + ".\n"
+                                       + (OFFLINE_RECIPE_HINT if _recipe() else models.offline_hint()))
+
+
+OFFLINE_RECIPE_HINT = ("The same recipe offline on this machine (a tiny model, a stand-in pretrained oracle, a judge "
+                       "server of your own): python -m ao_calib.run experiment=oracle_seed_tiny (README, \"The seed's "
+                       "experiment\")")
+
+
+def _recipe() -> str | None:
+    """The design-note recipe (conf/recipe/) this run composed, if any."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices.get("recipe") if HydraConfig.initialized() else None
