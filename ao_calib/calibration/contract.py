@@ -31,5 +31,14 @@ def parse_epistemic_status(text: str) -> EpistemicStatus:
     return EpistemicStatus(int(match.group(1)), text[match.end():].strip(), True)
 
 
+def confidence_span(text: str) -> tuple[int, int] | None:
+    """The character span of the digits NN in ``text``'s valid tag; None when ``parse_epistemic_status`` would
+    not parse one. The tokens over this span are the ones that state the confidence."""
+    match = _TAG.match(text)
+    if match is None or int(match.group(1)) > 100:
+        return None
+    return match.span(1)
+
+
 def format_epistemic_status(confidence: int, answer: str) -> str:
     return f"[epistemic status: {int(confidence)}] {answer}"

@@ -25,12 +25,26 @@ class CalibrationConfig:
     # A completion without a valid tag scores the formula at confidence 50 (the oracle design notes' rule), so the
     # judge's informativeness still counts, minus this penalty: a push towards the format for users who want one.
     untagged_penalty: float = 0.0
+    # Which advantage the tokens of the number NN get in group-relative training (GRPO). The number is written
+    # before the answer, so under plain GRPO most of its credit is the answer's right/wrong noise:
+    #   sequence:    every token shares its completion's advantage (GRPO as published; the design notes' recipe);
+    #   calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their
+    #                own completion; every other token keeps the whole reward's advantage;
+    #   group:       the same, against the mean informativeness of the other completions of the group (the
+    #                oracle's hit rate on that question and those activations) instead of its own answer's:
+    #                the same best confidence, without the coin flip of one answer (ao_calib.trainers.credit).
+    credit: str = "sequence"
 
     def __post_init__(self):
         if self.lam < 0:
             raise ValueError(f"calibration.lam={self.lam}: λ weighs a squared error and must be >= 0")
         if self.untagged_penalty < 0:
             raise ValueError(f"calibration.untagged_penalty={self.untagged_penalty} must be >= 0 (it is subtracted)")
+        if self.credit not in CREDIT_RULES:
+            raise ValueError(f"calibration.credit={self.credit!r}: choose one of {', '.join(CREDIT_RULES)}")
+
+
+CREDIT_RULES = ("sequence", "calibration", "group")
 
 
 @dataclass
@@ -65,11 +79,16 @@ Informativeness = Callable[..., "list[float | None]"]
 
 def make_calibrated_reward(informativeness: Informativeness, rule: CalibrationConfig, name: str):
     """A TRL reward function named ``name``: parses each completion's tag, asks ``informativeness`` (sync or
-    async) how good the answers are, scores them under ``rule`` and logs the ``calibration/*`` figures."""
+    async) how good the answers are, scores them under ``rule`` and logs the ``calibration/*`` figures.
+
+    The function keeps its rule (``reward.rule``) and, after each call, what it scored each completion on
+    (``reward.scored``: (stated confidence in [0, 1] or None when untagged, informativeness or None when masked)),
+    from which a trainer credits the confidence tokens when ``rule.credit`` asks (``ao_calib.trainers.credit``)."""
 
     def finish(statuses, infos, log_metric):
         if log_metric is not None:
             log_step_metrics(log_metric, statuses, infos)
+        reward.scored = [(s.confidence / 100 if s.parsed else None, info) for info, s in zip(infos, statuses)]
         return [None if info is None else tagged_reward(info, s, rule) for info, s in zip(infos, statuses)]
 
     if inspect.iscoroutinefunction(informativeness):
@@ -84,6 +103,8 @@ def make_calibrated_reward(informativeness: Informativeness, rule: CalibrationCo
             return finish(statuses, infos, log_metric)
 
     reward.__name__ = reward.__qualname__ = name
+    reward.rule = rule
+    reward.scored = []
     return reward
 
 

@@ -8,12 +8,14 @@ from trl import GRPOConfig, GRPOTrainer
 from ao_calib.errors import AOCalibError
 from ao_calib.trainers.common import (CompletionSamplesMixin, TrainerSetup, build_online_trainer, group_kwargs,
                                       sampling_kwargs, training_kwargs)
+from ao_calib.trainers.credit import ConfidenceCreditMixin
 from ao_calib.trainers.fast_generation import FastGenerationMixin
 from ao_calib.trainers.steering import SteeringMixin
 
 
-class AOGRPOTrainer(CompletionSamplesMixin, FastGenerationMixin, GRPOTrainer):
-    """GRPOTrainer that records sampled completions and takes curriculum reward weights."""
+class AOGRPOTrainer(ConfidenceCreditMixin, CompletionSamplesMixin, FastGenerationMixin, GRPOTrainer):
+    """GRPOTrainer that records sampled completions, takes curriculum reward weights and credits a stated
+    confidence by its calibration term when the calibration rule asks (``task.calibration.credit``)."""
 
 
 class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):

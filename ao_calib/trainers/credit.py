@@ -1,0 +1,121 @@
+"""Credit for the stated confidence in group-relative training (``task.calibration.credit``).
+
+GRPO gives every token of a completion the completion's advantage. In ``[epistemic status: NN] answer`` the
+number NN is written before the answer, so most of the spread of ``informativeness − λ·(NN/100 −
+informativeness)²`` within a group comes from whether the answer turned out right, which the number did not
+choose. For the tokens of NN this mixin uses a calibration term alone, normalised within the group as TRL
+normalises rewards; every other token keeps TRL's advantage:
+
+- ``calibration``: ``−(NN/100 − informativeness)²`` of the completion's own answer;
+- ``group``: ``−(NN/100 − m)²`` where ``m`` is the mean informativeness of the *other* completions of the group:
+  the oracle's hit rate on that question with those activations, which does not depend on this completion's
+  number. The term is linear in the informativeness, so ``m`` gives it the same expectation up to a constant per
+  group (the same best confidence, the chance of being right) without the coin flip of one answer.
+
+What both give up: credit to the number for any effect it has on the answer written after it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ao_calib.calibration.contract import confidence_span
+
+
+def group_normalised(values: torch.Tensor, group_size: int, scale: str, eps: float = 1e-4) -> torch.Tensor:
+    """Advantages of ``values`` (NaN: no value) within consecutive groups of ``group_size``, as TRL's
+    ``scale_rewards`` does it (``group``: divided by the group's std, ``batch``: by the batch's, ``none``: not);
+    0 where a value or its whole group is missing."""
+    grouped = values.view(-1, group_size)
+    present = ~torch.isnan(grouped)
+    count = present.sum(dim=1, keepdim=True)
+    filled = torch.where(present, grouped, torch.zeros_like(grouped))
+    mean = filled.sum(dim=1, keepdim=True) / count.clamp(min=1)
+    centred = torch.where(present, grouped - mean, torch.zeros_like(grouped))
+    if scale == "group":
+        std = (centred.pow(2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+        centred = centred / (std + eps)
+    elif scale == "batch":
+        n = present.sum()
+        centred = centred / ((centred.pow(2).sum() / (n - 1).clamp(min=1)).sqrt() + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown reward scaling {scale!r}")
+    return centred.view(-1)
+
+
+def calibration_terms(confidence: torch.Tensor, informativeness: torch.Tensor, group_size: int, rule: str
+                      ) -> torch.Tensor:
+    """The term each completion's number is credited with under ``rule`` (NaN where there is none: no tag, no
+    judgment, or a group with no other judged completion)."""
+    if rule == "calibration":
+        return -(confidence - informativeness).pow(2)
+    if rule != "group":
+        raise ValueError(f"unknown credit rule {rule!r}")
+    grouped = informativeness.view(-1, group_size)
+    judged = ~torch.isnan(grouped)
+    total = torch.where(judged, grouped, torch.zeros_like(grouped)).sum(dim=1, keepdim=True)
+    others = judged.sum(dim=1, keepdim=True) - judged.long()
+    own = torch.where(judged, grouped, torch.zeros_like(grouped))
+    rate = ((total - own) / others).where(others > 0, torch.full_like(grouped, float("nan")))
+    return -(confidence - rate.view(-1)).pow(2)
+
+
+def confidence_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """1 on the tokens that write the number of each completion's tag (decoded as TRL decodes completions for
+    the reward functions), 0 elsewhere and on completions without a valid tag."""
+    mask = torch.zeros_like(completion_mask)
+    for row, (ids, keep) in enumerate(zip(completion_ids.tolist(), completion_mask.tolist())):
+        ids = [t for t, k in zip(ids, keep) if k]
+        span = confidence_span(tokenizer.decode(ids, skip_special_tokens=True))
+        if span is None:
+            continue
+        start, end = span
+        # The tag opens the completion, so only its first few prefixes are decoded. Token i covers the
+        # characters between the decoded lengths of the prefixes ids[:i] and ids[:i+1].
+        before = 0
+        for i in range(len(ids)):
+            after = len(tokenizer.decode(ids[: i + 1], skip_special_tokens=True))
+            if after > start and before < end:
+                mask[row, i] = 1
+            if after >= end:
+                break
+            before = after
+    return mask
+
+
+class ConfidenceCreditMixin:
+    """In front of a GRPOTrainer subclass. Active when one of its reward functions is a calibrated reward
+    (``ao_calib.calibration.make_calibrated_reward``) whose rule says ``credit: calibration``."""
+
+    def _credited_reward(self):
+        for fn in self.reward_funcs:
+            rule = getattr(fn, "rule", None)
+            if rule is not None and rule.credit != "sequence":
+                return fn
+        return None
+
+    def _after_scoring(self, output: dict) -> dict:
+        output = super()._after_scoring(output)
+        reward = self._credited_reward()
+        if reward is None:
+            return output
+        local = torch.tensor([[float("nan") if v is None else v for v in pair] for pair in reward.scored],
+                             dtype=torch.float32, device=output["advantages"].device).view(-1, 2)
+        scored = self.accelerator.gather(local)  # groups may straddle processes, as TRL's rewards do
+        terms = calibration_terms(scored[:, 0], scored[:, 1], self.num_generations, reward.rule.credit)
+        advantages = group_normalised(terms, self.num_generations, self.scale_rewards)
+        n = len(reward.scored)
+        output["confidence_advantages"] = advantages[self.accelerator.process_index * n:][:n]
+        output["confidence_token_mask"] = confidence_token_mask(
+            self.processing_class, output["completion_ids"], output["completion_mask"])
+        self._metrics["train"]["calibration/confidence_advantage_std"].append(advantages.std().item())
+        return output
+
+    def _compute_loss(self, model, inputs):
+        if "confidence_token_mask" in inputs:
+            sequence = inputs["advantages"]
+            if sequence.dim() == 1:
+                sequence = sequence.unsqueeze(1)
+            inputs = {**inputs, "advantages": torch.where(inputs["confidence_token_mask"].bool(),
+                                                          inputs["confidence_advantages"].unsqueeze(1), sequence)}
+        return super()._compute_loss(model, inputs)

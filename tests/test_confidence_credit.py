@@ -1,0 +1,139 @@
+"""task.calibration.credit=calibration|group: the tokens of the stated number get a group-normalised calibration term
+as their advantage, every other token keeps TRL's."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from ao_calib import models
+from ao_calib.calibration import CalibrationConfig
+from ao_calib.calibration.contract import confidence_span
+from ao_calib.calibration.reward import make_calibrated_reward
+from ao_calib.config import compose_run_config
+from ao_calib.rewards import build_reward_schedule
+from ao_calib.run_dir import RunDir
+from ao_calib.task_api import build_task
+from ao_calib.trainers import TrainerSetup, build_trainer
+from ao_calib.trainers.credit import calibration_terms, confidence_token_mask, group_normalised
+
+
+def test_confidence_span_is_the_number_of_a_valid_tag_only():
+    text = "  [Epistemic Status: 85] Yes"
+    start, end = confidence_span(text)
+    assert text[start:end] == "85"
+    assert confidence_span("[epistemic status: 101] Yes") is None  # out of range: not parsed, no credit
+    assert confidence_span("Yes [epistemic status: 85]") is None  # the tag must open the text
+
+
+def test_group_normalised_matches_a_hand_computation():
+    values = torch.tensor([0.0, -1.0, -0.25, float("nan"), -0.5, -0.5])
+    got = group_normalised(values, group_size=3, scale="group")
+    first = torch.tensor([0.0, -1.0, -0.25])
+    expected = (first - first.mean()) / (first.std() + 1e-4)  # unbiased std, as TRL's nanstd
+    assert torch.allclose(got[:3], expected)
+    assert got[3] == 0 and torch.allclose(got[4:], torch.zeros(2))  # missing value; a group scored alike
+    assert torch.allclose(group_normalised(values, 3, "none")[:3], first - first.mean())
+    with pytest.raises(ValueError):
+        group_normalised(values, 3, "rank")
+
+
+def test_the_mask_covers_exactly_the_digits_of_the_tag():
+    cfg = compose_run_config(["experiment=oracle_tiny"])
+    tokenizer = models.load_tokenizer(models.model_source(cfg.model, cfg.paths.cache_dir))
+    texts = ["[epistemic status: 85] Yes", "[epistemic status: 7] No", "Yes", "[epistemic status: 100]No"]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(map(len, rows)) + 2
+    ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+    keep = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    mask = confidence_token_mask(tokenizer, ids, keep)
+    for row, text in enumerate(texts):
+        chosen = [i for i in range(width) if mask[row, i]]
+        span = confidence_span(text)
+        if span is None:
+            assert not chosen
+            continue
+        assert chosen == list(range(chosen[0], chosen[-1] + 1))  # one run of tokens
+        # the run starts at or before the number and ends at or after it, and no token of it lies wholly outside
+        first_start = len(tokenizer.decode(ids[row, : chosen[0]].tolist()))
+        last_start = len(tokenizer.decode(ids[row, : chosen[-1]].tolist()))
+        first_end = len(tokenizer.decode(ids[row, : chosen[0] + 1].tolist()))
+        run_end = len(tokenizer.decode(ids[row, : chosen[-1] + 1].tolist()))
+        assert first_start <= span[0] < first_end and last_start < span[1] <= run_end
+
+
+def test_the_reward_keeps_what_it_scored_each_completion_on():
+    rule = CalibrationConfig(lam=0.5, credit="calibration")
+    reward = make_calibrated_reward(lambda statuses, completions, **_: [1.0, 0.0, 1.0, None], rule, "calibration")
+    scores = reward(["[epistemic status: 90] Yes", "[epistemic status: 90] No", "Yes", "[epistemic status: 50] x"])
+    assert reward.rule is rule
+    assert reward.scored == [(0.9, 1.0), (0.9, 0.0), (None, 1.0), (0.5, None)]  # untagged: no number; masked
+    assert scores[0] == pytest.approx(1 - 0.5 * 0.01) and scores[3] is None
+
+
+def test_calibration_terms_against_own_answer_and_against_the_rest_of_the_group():
+    nan = float("nan")
+    confidence = torch.tensor([0.9, 0.5, nan, 0.7, 1.0, 0.6])
+    informativeness = torch.tensor([1.0, 0.0, 1.0, nan, 1.0, 1.0])
+    own = calibration_terms(confidence, informativeness, 3, "calibration")
+    assert torch.allclose(own[:2], torch.tensor([-0.01, -0.25])) and own[2:4].isnan().all()
+    group = calibration_terms(confidence, informativeness, 3, "group")
+    # first group: the others' mean informativeness is (0 + 1) / 2 for the first, (1 + 1) / 2 for the second
+    assert torch.allclose(group[:2], torch.tensor([-(0.9 - 0.5) ** 2, -(0.5 - 1.0) ** 2]))
+    assert group[2].isnan()  # untagged: nothing to credit
+    # second group: the masked completion still has a number, judged against the two judged others
+    assert torch.allclose(group[3:], torch.tensor([-(0.7 - 1.0) ** 2, -(1.0 - 1.0) ** 2, -(0.6 - 1.0) ** 2]))
+    lonely = calibration_terms(torch.tensor([0.5, 0.5]), torch.tensor([1.0, nan]), 2, "group")
+    assert lonely[0].isnan()  # no other judged completion in its group: no rate to compare with
+    with pytest.raises(ValueError):
+        calibration_terms(confidence, informativeness, 3, "sequence")
+
+
+def test_bad_credit_rule_is_refused():
+    with pytest.raises(ValueError, match="calibration.credit"):
+        CalibrationConfig(credit="tokens")
+
+
+def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp_path, monkeypatch):
+    """A short SFT warm-up teaches the tiny oracle the tag, then GRPO steps run with credit=group: what TRL's
+    loss receives is TRL's advantage on every token but the number's, which carry the calibration term's."""
+    import trl
+
+    cfg = compose_run_config(["experiment=oracle_tiny", "task.calibration.credit=group",
+                              "warmup.max_steps=30", "warmup.lr=3e-3", "warmup.batch_size=8",
+                              "trainer.max_steps=2", "trainer.batch_size=4", "trainer.num_generations=4",
+                              "trainer.temperature=1.0"])
+    task = build_task(cfg)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    data = task.build_data(tokenizer, model)
+    reward_fns = task.reward_functions()
+    setup = TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), build_reward_schedule(cfg.reward, reward_fns),
+                         reward_fns, task.steering())
+    build_trainer(setup, cfg.warmup, "warmup").train()
+
+    seen = []
+    trl_loss = trl.GRPOTrainer._compute_loss
+
+    def record(self, model, inputs):
+        seen.append({k: inputs[k].detach().clone() for k in ("advantages", "confidence_advantages",
+                                                            "confidence_token_mask")})
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", record)
+    trainer = build_trainer(setup, cfg.trainer)
+    trainer.train()
+    assert seen
+    numbers = 0
+    for batch in seen:
+        advantages, mask = batch["advantages"], batch["confidence_token_mask"].bool()
+        assert advantages.dim() == 2 and advantages.shape == mask.shape
+        numbers += int(mask.sum())
+        for row in range(advantages.size(0)):
+            rest = advantages[row][~mask[row]]
+            assert torch.all(rest == rest[0])  # one sequence advantage on every other token
+            assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
+    assert numbers > 0  # the warmed-up oracle writes tags, so the rule really applied
+    assert math.isfinite(trainer.metrics_file.last["calibration/confidence_advantage_std"])
