@@ -18,7 +18,11 @@ def test_4bit_is_refused_on_cpu_before_loading(tmp_path):
     assert not (out / "adapter").exists() and not (out / "metrics.jsonl").exists()
 
 
-def test_unknown_quantization_is_named(tmp_path):
-    result = run_cli("ao_calib.run", "experiment=function_call_tiny", "model.quantization=3bit",
-                     f"hydra.run.dir={tmp_path / 'run'}")
-    assert result.returncode == 2 and "model.quantization='3bit'" in result.stderr
+def test_unknown_quantization_is_named():
+    from ao_calib.config import compose_run_config
+    from ao_calib.errors import AOCalibError
+    from ao_calib.models import check_model_available
+
+    cfg = compose_run_config(["experiment=function_call_tiny", "model.quantization=3bit"])
+    with pytest.raises(AOCalibError, match="model.quantization='3bit'"):
+        check_model_available(cfg.model)
