@@ -76,6 +76,7 @@ def test_bad_target_is_a_clear_error(user_package, component, needle):
     assert needle in str(err.value)
 
 
+@pytest.mark.slow
 def test_training_rewards_change_by_weight_times_value(tmp_path):
     """A real run (tiny GRPO, 2 steps) with the package only on PYTHONPATH: the trained reward is the built-in
     mix plus 0.5 * 0.3 at every step, and the component is logged under its name."""
