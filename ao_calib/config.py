@@ -263,8 +263,14 @@ class SFTTrainerConfig(TrainerConfig):
 class WarmupConfidence(str, Enum):
     """Where a format warm-up's confidence tags come from."""
 
-    auto = "auto"  # judge when the run has one, else spread
-    judge = "judge"  # 100 × the judge's informativeness of that answer: a calibrated starting point
+    auto = "auto"  # kind_mean when the run has a judge, else spread
+    # 100 × the judge's mean informativeness of the model's own answers to questions of the same kind: the hit
+    # rate the model could know before answering, a calibrated start
+    kind_mean = "kind_mean"
+    # 100 × the judge's informativeness of that very answer. With a yes/no judge this tags each answer with its
+    # own correctness (5 or 95), which the model cannot know before answering: it learns a two-valued confidence
+    # that does not track being right (BENCHMARKS.md, the seed path)
+    judge = "judge"
     spread = "spread"  # drawn from the task's spread of confidences, independent of the answer
 
 

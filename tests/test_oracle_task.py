@@ -166,3 +166,13 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
                                       {activation_id("p"): {1: torch.zeros(3, 4)}}, [1], random.Random(0))
     assert row["prompt"][-1]["content"].endswith(CONFIDENCE_INSTRUCTION) is asked
     assert "Is it?" in row["prompt"][-1]["content"]
+
+
+def test_format_warmup_tags_answers_with_the_hit_rate_of_their_kind():
+    """warmup.confidence=kind_mean: an answer's tag is the judge's mean score over its kind's own answers, which
+    the oracle can know before answering (the answer's own score it cannot); masked answers stay untagged."""
+    from ao_calib_tasks.oracle.task import _kind_means
+
+    kinds = ["mood", "topic", "mood", "topic", "mood", "city"]
+    scores = [0.95, 0.05, 0.95, 0.95, None, 0.05]
+    assert _kind_means(kinds, scores) == [0.95, 0.5, 0.95, 0.5, None, 0.05]

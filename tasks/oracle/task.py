@@ -227,8 +227,9 @@ class OracleTask(Task):
 
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
         """``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
-        each answer keeps its words and gets a tag: 100 × the judge's informativeness of it (``confidence=judge``,
-        a calibrated start) or a draw from ``task.sft_confidences`` (``spread``). The targets are written to
+        each answer keeps its words and gets a tag: 100 × the judge's mean informativeness of the own answers of
+        its kind (``confidence=kind_mean``, a calibrated start), of that answer alone (``judge``), or a draw from
+        ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
             return data
@@ -242,9 +243,11 @@ class OracleTask(Task):
         kept = [(r, a) for r, a in zip(rows, answers) if a]
         source = str(getattr(stage.confidence, "value", stage.confidence))
         if source == "auto":
-            source = "judge" if self.cfg.judge.get("_target_") is not None else "spread"
-        if source == "judge":
+            source = "kind_mean" if self.cfg.judge.get("_target_") is not None else "spread"
+        if source in ("judge", "kind_mean"):
             infos = self.judge_answers([r for r, _ in kept], [a for _, a in kept])
+            if source == "kind_mean":
+                infos = _kind_means([r["kind"] for r, _ in kept], infos)
             confidences = [None if i is None else round(100 * i) for i in infos]
         else:
             rng = random.Random(stage.seed)
@@ -323,6 +326,15 @@ class OracleTask(Task):
             metrics["informativeness"] = sum(outcomes) / len(outcomes)
             metrics["judge_failed"] = failed
         return metrics
+
+
+def _kind_means(kinds: list[str], scores: list[float | None]) -> list[float | None]:
+    """Each judged score replaced by the mean score of its kind (masked scores stay None)."""
+    by_kind: dict[str, list[float]] = {}
+    for kind, score in zip(kinds, scores):
+        if score is not None:
+            by_kind.setdefault(kind, []).append(score)
+    return [None if s is None else statistics.fmean(by_kind[k]) for k, s in zip(kinds, scores)]
 
 
 def _calibration_of(scores: list[dict]) -> dict[str, float]:
