@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
-from ao_calib.config import check_values, unknown_keys, validate_plugins
+from ao_calib.config import check_generation_backend, check_values, unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -68,6 +68,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
         summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
+        summary.write("running")  # with the wandb run id, which a resume after a kill continues
         setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, task.steering(),
                              report_to_wandb=summary.wandb_run_id is not None)
         evaluate_as = functools.partial(evaluate, task, model, tokenizer, data.test, **_eval_kwargs(cfg, run_dir))
@@ -185,6 +186,7 @@ def main(cfg: DictConfig) -> float | None:
             raise AOCalibError(f"unknown config key(s): {', '.join(extra)} (check the spelling; "
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
+        check_generation_backend(cfg)
         start = start_point(cfg.trainer.resume_from_checkpoint, run_dir, cfg.trainer.max_steps)
         if start.finished is not None:
             print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "

@@ -9,9 +9,11 @@ import asyncio
 import errno
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from safetensors.torch import save_file
 from ao_calib.config import check_values, compose_run_config
 from ao_calib.errors import AOCalibError, MissingDataFileError
 from ao_calib.run_dir import RunDir, checkpoint_problem, load_run, resolve_checkpoint, start_point
-from tests.conftest import run_cli
+from tests.conftest import PROJECT_ROOT, run_cli
 
 # --------------------------------------------------------------------------------------------- bad values
 
@@ -302,3 +304,23 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
     assert max(lengths) <= 256
     with pytest.raises(AOCalibError, match="activation placeholders"):
         guard_prompts(data, tiny_tokenizer, 256, "truncate", kwargs, steered=True)
+
+# ------------------------------------------------------------------------------------------------ signals
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_before_training_ends_the_run_interrupted_naming_it(tmp_path, sig):
+    run = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
+                             f"hydra.run.dir={run}"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (run / "summary.json").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # "running" is written before the model loads
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=300)
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], summary["signal"]) == ("interrupted", sig.name)
+    assert summary["error"] == f"interrupted by {sig.name}"
+    assert proc.returncode == 128 + sig and "Traceback" not in err
+    assert "trainer.resume_from_checkpoint=latest" in err
