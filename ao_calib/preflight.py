@@ -7,10 +7,14 @@ from omegaconf import DictConfig
 
 from ao_calib import models
 from ao_calib.config import plugin_class
-from ao_calib.errors import ResourceUnavailableError
+from ao_calib.errors import AOCalibError, ResourceUnavailableError
+
+# Groups a recipe (conf/recipe/) sets by merging their files: a command-line choice of one would be merged over.
+RECIPE_GROUPS = ("judge", "warmup", "logger")
 
 
 def check_resources(cfg: DictConfig, task, adapter: str | None) -> None:
+    check_recipe_choices()
     missing = models.missing_for_model(cfg.model, adapter)
     missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in task.hub_datasets()
                 if not models.hub_repo_available(name, repo_type="dataset")]
@@ -33,3 +37,19 @@ def _recipe() -> str | None:
     from hydra.core.hydra_config import HydraConfig
 
     return HydraConfig.get().runtime.choices.get("recipe") if HydraConfig.initialized() else None
+
+
+
+def check_recipe_choices() -> None:
+    """A recipe merges its judge, warm-up and logger over whatever the command line chose for those groups, so such
+    a choice is refused with the way to make it count."""
+    recipe = _recipe()
+    if not recipe:
+        return
+    from hydra.core.hydra_config import HydraConfig
+
+    chosen = [o for o in HydraConfig.get().overrides.task if o.split("=")[0].lstrip("+~") in RECIPE_GROUPS]
+    if chosen:
+        raise AOCalibError(f"recipe/{recipe} sets the judge, warm-up and logger itself, so {', '.join(chosen)} would "
+                           "not take effect: add ~recipe to the command to compose your own (the recipe's other "
+                           "settings then fall back to the defaults), or drop the override")
