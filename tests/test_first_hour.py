@@ -142,3 +142,23 @@ def test_outputs_readme_names_the_files_the_code_writes():
                run.predictions().name, str(run.curves_plot().relative_to(run.path)),
                *(p.name for p in (SweepFiles("s").csv, SweepFiles("s").md, SweepFiles("s").png))}
     assert expanded and expanded <= written, expanded - written
+
+
+def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, capsys):
+    from ao_calib.reporting.summary import print_final_screen
+
+    oracle = {"accuracy": 0.7, "auroc": 0.6, "ece": 0.1, "brier": 0.2, "confidence_std": 0.08}
+    for tag, extra in (("warmup", {}), ("final", {"ast_accuracy/simple": 0.5, "ast_accuracy/multiple": 0.25})):
+        RunDir(tmp_path).eval_report(tag).write_text(json.dumps(
+            {"tag": tag, "metrics": {**oracle, **extra}, "variants": {"control": {"accuracy": 0.45}}}))
+    print_final_screen({"status": "completed", "wall_time_s": 3.0, "final_metrics": {"reward": 0.1},
+                        "run_dir": str(tmp_path),
+                        "alerts": {"confidence_collapse": {"step": 3, "message": "confidence std 0.0 < 0.1"}}})
+    lines = capsys.readouterr().out.splitlines()
+    alert = next(i for i, line in enumerate(lines) if "ALERT confidence_collapse" in line)
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["evaluation"])
+    assert alert < header
+    assert lines[header].split()[1:6] == ["acc", "control", "AUROC", "ECE", "Brier"]
+    assert "conf std" in lines[header] and "AST simple" in lines[header] and "AST multiple" in lines[header]
+    assert lines[header + 2].split()[:3] == ["final", "0.700", "0.450"]
+    assert any(f"run directory: {tmp_path}" in line for line in lines[header:])

@@ -90,14 +90,21 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
         reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))]
 
 
+# Per-category columns a task reports under a prefix (function calling: BFCL's AST accuracy per category).
+PER_CATEGORY_PREFIXES = (("ast_accuracy/", "AST "),)
+
+
 def evaluation_table(rows: list[tuple[str, dict]]) -> list[str]:
     columns = [c for c in TABLE_COLUMNS if any(isinstance(m.get(c[0]), (int, float)) for _, m in rows)]
+    columns += [(key, head + key[len(prefix):], ".3f") for prefix, head in PER_CATEGORY_PREFIXES
+                for key in sorted({k for _, m in rows for k in m if k.startswith(prefix)})]
     width = max([len("evaluation"), *(len(tag) for tag, _ in rows)])
-    lines = [f" {'evaluation':<{width}}" + "".join(f"{head:>9}" for _, head, _ in columns)]
+    widths = [max(9, len(head) + 1) for _, head, _ in columns]
+    lines = [f" {'evaluation':<{width}}" + "".join(f"{head:>{w}}" for (_, head, _), w in zip(columns, widths))]
     for tag, metrics in rows:
         cells = [format(metrics[key], fmt) if isinstance(metrics.get(key), (int, float)) else "-"
                  for key, _, fmt in columns]
-        lines.append(f" {tag:<{width}}" + "".join(f"{c:>9}" for c in cells))
+        lines.append(f" {tag:<{width}}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     return lines
 
 
