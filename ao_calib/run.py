@@ -81,7 +81,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
                          start.checkpoint)
                 continue
-            callbacks = [*task.training_callbacks(stage.name), *_monitoring_callbacks(cfg, stage),
+            callbacks = [*task.training_callbacks(stage.name), *_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
             periodic = None
             if cfg.eval.enabled and cfg.eval.every_steps:
@@ -110,7 +110,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         tokenizer.save_pretrained(str(run_dir.adapter))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
-                              extra={"alerts": alerts, **task.summary(),
+                              extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **task.summary(),
                                      **({"prompts_over_limit": prompts_over} if prompts_over else {})})
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
@@ -142,15 +142,16 @@ def _record(summary, status: str, **fields) -> None:
         log.error("could not record status %r in %s (%s)", status, summary.run_dir.summary, exc)
 
 
-def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig) -> list:
+def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -> list:
     """Failure-mode alerts for stages that sample their own completions (not SFT)."""
     if stage.name == "sft":
         return []
     from ao_calib.calibration.alerts import calibration_alerts
     from ao_calib.trainers.alerts import AlertCallback, JudgeOutageCallback, training_alerts
 
-    return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience),
-            JudgeOutageCallback(cfg.alerts.judge_outage_stop_after)]
+    return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience,
+                          record_to=run_dir.alerts),
+            JudgeOutageCallback(cfg.alerts.judge_outage_stop_after, record_to=run_dir.alerts)]
 
 
 def _stages(cfg: DictConfig) -> list[tuple[str, DictConfig]]:

@@ -35,6 +35,7 @@ class RunDir:
     CONFIG = "config.yaml"  # the full config with every default, written at the start of a run
     METRICS = "metrics.jsonl"
     COMPLETIONS = "completions.jsonl"
+    ALERTS = "alerts.jsonl"  # each alert as it fires: step, name, message (kept across a resume)
     SUMMARY = "summary.json"
     ADAPTER = "adapter"
     CHECKPOINTS = "checkpoints"
@@ -65,6 +66,10 @@ class RunDir:
     @property
     def completions(self) -> Path:
         return self.path / self.COMPLETIONS
+
+    @property
+    def alerts(self) -> Path:
+        return self.path / self.ALERTS
 
     @property
     def summary(self) -> Path:
@@ -110,8 +115,25 @@ class RunDir:
         def keep_sample(row: dict) -> bool:
             return step is not None and (row.get("step") or 0) < step
 
+        def keep_alert(row: dict) -> bool:
+            return step is not None and (row.get("step") or 0) <= step
+
         return {path.name: _filter_jsonl(path, keep) for path, keep in ((self.metrics, keep_metric),
-                                                                       (self.completions, keep_sample))}
+                                                                       (self.completions, keep_sample),
+                                                                       (self.alerts, keep_alert))}
+
+    def fired_alerts(self) -> dict[str, dict]:
+        """The first firing of each alert over the whole run, resumes included: ``{name: {step, message}}``."""
+        fired: dict[str, dict] = {}
+        if self.alerts.is_file():
+            for line in self.alerts.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and row.get("name") and row["name"] not in fired:
+                    fired[row["name"]] = {"step": row.get("step"), "message": row.get("message")}
+        return fired
 
     def stage_dir(self, stage: str) -> Path:
         """Where a stage's trainer writes: the run directory for the main stage, a subfolder for a warm-up."""

@@ -5,9 +5,11 @@ confidence live in ``ao_calib.calibration.alerts``."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -41,9 +43,18 @@ def training_alerts(cfg) -> list[Alert]:
     ]
 
 
+def record_alert(path: Path | None, step: int, name: str, message: str) -> None:
+    """Appends a fired alert to the run's alerts file (``RunDir.alerts``), so the summary lists it even when the
+    run was resumed after it fired."""
+    if path is not None:
+        with Path(path).open("a") as f:
+            f.write(json.dumps({"step": step, "name": name, "message": message}) + "\n")
+
+
 class AlertCallback(TrainerCallback):
-    def __init__(self, alerts: Sequence[Alert], patience: int):
+    def __init__(self, alerts: Sequence[Alert], patience: int, record_to: Path | None = None):
         self.alerts, self.patience = list(alerts), patience
+        self.record_to = record_to
         self.fired: dict[str, dict] = {}
         self._streak: dict[str, int] = {}
 
@@ -56,6 +67,8 @@ class AlertCallback(TrainerCallback):
             if found and alert.name not in self.fired and self._streak[alert.name] >= self.patience:
                 message = alert.message.format(value=found[0], threshold=found[1])
                 self.fired[alert.name] = {"step": state.global_step, "message": message}
+                if state.is_world_process_zero:
+                    record_alert(self.record_to, state.global_step, alert.name, message)
                 log.warning("ALERT at step %d: %s", state.global_step, message)
                 print(f"\n[alert] step {state.global_step}: {message}", flush=True)
                 logs[f"alert/{alert.name}"] = 1.0
@@ -66,8 +79,9 @@ class JudgeOutageCallback(TrainerCallback):
     at all: alert at once, and after ``stop_after`` such steps in a row stop training with ``stop_reason`` naming
     the judge and its last error (the run then ends "failed")."""
 
-    def __init__(self, stop_after: int | None):
+    def __init__(self, stop_after: int | None, record_to: Path | None = None):
         self.stop_after = stop_after
+        self.record_to = record_to
         self.fired: dict[str, dict] = {}
         self.stop_reason: str | None = None
         self._streak = 0
@@ -87,6 +101,8 @@ class JudgeOutageCallback(TrainerCallback):
         logs["alert/judge_outage"] = 1.0
         if "judge_outage" not in self.fired:
             self.fired["judge_outage"] = {"step": state.global_step, "message": message}
+            if state.is_world_process_zero:
+                record_alert(self.record_to, state.global_step, "judge_outage", message)
             log.warning("ALERT at step %d: %s", state.global_step, message)
             print(f"\n[alert] step {state.global_step}: {message}", flush=True)
         if self.stop_after and self._streak >= self.stop_after:

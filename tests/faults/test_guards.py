@@ -173,7 +173,10 @@ def test_resume_cuts_the_logs_back_to_the_checkpoint_step(tmp_path):
                {"step": 4, "stage": "train", "train_runtime": 9.0}]
     run.metrics.write_text("".join(json.dumps(r) + "\n" for r in metrics) + '{"step": 5, "sta')  # torn last line
     run.completions.write_text("".join(json.dumps({"step": s}) + "\n" for s in (0, 1, 2, 3)))
-    assert run.cut_logs(2) == {"metrics.jsonl": 4, "completions.jsonl": 2}
+    run.alerts.write_text("".join(json.dumps({"step": s, "name": n, "message": "m"}) + "\n"
+                                  for s, n in ((1, "no_learning_signal"), (3, "kl_explosion"))))
+    assert run.cut_logs(2) == {"metrics.jsonl": 4, "completions.jsonl": 2, "alerts.jsonl": 1}
+    assert run.fired_alerts() == {"no_learning_signal": {"step": 1, "message": "m"}}
     assert [(r["stage"], r["step"]) for r in map(json.loads, run.metrics.read_text().splitlines())] == [
         ("warmup", 10), ("train", 1), ("train", 2)]
     assert [json.loads(line)["step"] for line in run.completions.read_text().splitlines()] == [0, 1]

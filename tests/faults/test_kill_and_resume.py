@@ -99,7 +99,7 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     assert sorted(samples(run)) == [s for s in range(5) for _ in range(4)]  # 4 samples a step, each step once
     assert (run / "eval_initial.json").stat().st_mtime_ns == initial_eval  # not evaluated again
     # Every reward is 0 on the untrained tiny model: no learning signal, and the run says so.
-    assert "no_learning_signal" in final["alerts"]
+    assert final["alerts"]["no_learning_signal"]["step"] == 1  # fired in the first process, kept across resumes
     assert any(r.get("alert/no_learning_signal") for r in read_metrics(run))
 
     again = ok(run_cli("ao_calib.run", *resume, timeout=120))
