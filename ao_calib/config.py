@@ -515,6 +515,28 @@ def check_values(cfg) -> None:
             raise AOCalibError(f"{key}={value}: out of range, allowed {allowed}")
 
 
+def check_generation_backend(cfg) -> None:
+    """``trainer.use_vllm=true`` is refused at start-up, before any model loads (and before the initial
+    evaluation): for a task that injects activations, and when vLLM is not installed."""
+    import importlib.util
+
+    stage = cfg.get("trainer")
+    if stage is None or not stage.get("use_vllm", False):
+        return
+    from ao_calib.task_api import Task
+
+    # A task that overrides Task.steering injects activations in every pass.
+    task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
+    if task_cls is not None and getattr(task_cls, "steering", Task.steering) is not Task.steering:
+        raise AOCalibError(f"trainer.use_vllm=true cannot run with task={cfg.task.name}: vLLM cannot run the "
+                           "activation-steering hooks; set trainer.use_vllm=false (trainer.fast_generation=true is "
+                           "the fast path for steered rollouts)")
+    if importlib.util.find_spec("vllm") is None:
+        raise AOCalibError("trainer.use_vllm=true: vLLM is not installed; install the extra "
+                           "(pip install -e '.[vllm]': vLLM 0.31, the release TRL 1.16 supports with torch 2.13) "
+                           "or set trainer.use_vllm=false")
+
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -526,6 +548,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
     validate_plugins(cfg)
+    check_generation_backend(cfg)
     return cfg
 
 

@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
-from ao_calib.config import check_values, unknown_keys, validate_plugins
+from ao_calib.config import check_generation_backend, check_values, unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -187,6 +187,7 @@ def main(cfg: DictConfig) -> float | None:
             raise AOCalibError(f"unknown config key(s): {', '.join(extra)} (check the spelling; "
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
+        check_generation_backend(cfg)
         start = start_point(cfg.trainer.resume_from_checkpoint, run_dir, cfg.trainer.max_steps)
         if start.finished is not None:
             print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "

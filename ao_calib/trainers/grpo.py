@@ -5,7 +5,6 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from trl import GRPOConfig, GRPOTrainer
 
-from ao_calib.errors import AOCalibError
 from ao_calib.trainers.common import (CompletionSamplesMixin, TrainerSetup, build_online_trainer, group_kwargs,
                                       sampling_kwargs, training_kwargs)
 from ao_calib.trainers.credit import ConfidenceCreditMixin
@@ -33,9 +32,6 @@ def build_grpo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
 
 
 def build_grpo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOGRPOTrainer:
-    if setup.steering is not None and stage.use_vllm:
-        raise AOCalibError(f"trainer.use_vllm=true cannot run with task={setup.cfg.task.name}: vLLM cannot run the "
-                           "activation-steering hooks; set trainer.use_vllm=false")
     args = build_grpo_config(setup, stage, stage_name)
     if setup.steering is None:
         return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks)

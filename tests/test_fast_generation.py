@@ -1,0 +1,244 @@
+"""The fast rollout path against transformers' generate and TRL's own path: the same tokens (greedy, and sampled
+from a fixed seed), steering in the prefill of every rollout, and trained weights, log-probs and gradients that the
+path never touches."""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import nullcontext
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ao_calib import models
+from ao_calib.config import compose_run_config
+from ao_calib.rewards import build_reward_schedule
+from ao_calib.run_dir import RunDir
+from ao_calib.steering import SteeringBatch, steer
+from ao_calib.task_api import build_task
+from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.trainers import TrainerSetup, build_trainer
+from ao_calib.trainers.fast_generation import FastGenerator, MergedCopy, Sampling, shared_prompts
+from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
+
+MAX_NEW = 10
+GROUP = 3  # completions per prompt, as TRL lists them: each prompt's copies in a row
+
+
+@pytest.fixture(scope="module", params=["qwen3", "gemma3"])
+def tiny_lora(request, offline_env):
+    path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    # init_lora_weights=False: B is random too, so the adapter really changes the outputs.
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
+                                            init_lora_weights=False)).eval()
+    return tokenizer, model
+
+
+def oracle_rows(tokenizer):
+    """Oracle prompts with placeholder runs of different lengths, each repeated GROUP times, and their vectors."""
+    questions = [("Is this about cooking?", 2), ("Does it mention Paris?", 4), ("Is it a question?", 1)]
+    prompts = [encode_oracle_prompt(tokenizer, 2, k, q) for q, k in questions]
+    return [ids for ids, _ in prompts for _ in range(GROUP)], [pos for _, pos in prompts for _ in range(GROUP)]
+
+
+def left_padded(rows, pad):
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask, width
+
+
+def steering_for(rows, positions, width, dim):
+    """Random vectors at each row's placeholders, shifted by its left padding (the same per prompt)."""
+    gen = torch.Generator().manual_seed(7)
+    vectors, shifted = [], []
+    for i, (r, pos) in enumerate(zip(rows, positions)):
+        if i % GROUP == 0:
+            v = torch.randn(len(pos), dim, generator=gen)
+        vectors.append(v)
+        shifted.append([p + width - len(r) for p in pos])
+    return SteeringBatch.from_rows(vectors, shifted)
+
+
+def reference(model, tokenizer, rows, batch, **sampling):
+    """transformers' generate on the peft model, steered by ``steer`` around the whole call."""
+    ids, mask, width = left_padded(rows, tokenizer.pad_token_id)
+    ctx = steer(model, batch, check_token_id=placeholder_token_id(tokenizer)) if batch is not None else nullcontext()
+    with torch.no_grad(), ctx:
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=MAX_NEW,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **sampling)
+    eos = tokenizer.eos_token_id
+    return [r[: next((i for i, t in enumerate(r) if t == eos), len(r) - 1) + 1] for r in out[:, width:].tolist()]
+
+
+def fast(model, tokenizer, rows, batch, sampling, static_cache, stats=None):
+    def prefill(gen_model, picked):
+        index = torch.tensor(picked)
+        return steer(gen_model, SteeringBatch(batch.vectors[index], batch.positions[index]),
+                     check_token_id=placeholder_token_id(tokenizer), stats=stats)
+
+    generator = FastGenerator(MergedCopy(model).model, static_cache=static_cache)
+    return generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
+                              max_new_tokens=MAX_NEW, sampling=sampling,
+                              prefill_context=prefill if batch is not None else None)
+
+
+@pytest.mark.parametrize("static_cache", [False, True], ids=["dynamic_cache", "static_cache"])
+@pytest.mark.parametrize("steered", [False, True], ids=["unsteered", "steered"])
+def test_greedy_rollouts_equal_generate_token_for_token(tiny_lora, static_cache, steered):
+    tokenizer, model = tiny_lora
+    rows, positions = oracle_rows(tokenizer)
+    width = max(len(r) for r in rows)
+    batch = steering_for(rows, positions, width, model.config.get_text_config().hidden_size) if steered else None
+    stats = Counter()
+    expected = reference(model, tokenizer, rows, batch, do_sample=False)
+    got = fast(model, tokenizer, rows, batch, Sampling(do_sample=False), static_cache, stats)
+    assert got == expected
+    if steered:
+        # One prefill pass, checked at the placeholders: once per distinct prompt with the shared (dynamic) cache.
+        assert stats["passes"] == 1
+        assert stats["checked_rows"] == (len(rows) if static_cache else len(rows) // GROUP)
+        unsteered = reference(model, tokenizer, rows, None, do_sample=False)
+        assert unsteered != expected  # the injection changes what is generated: the comparison can fail
+
+
+def test_sampled_rollouts_equal_generate_for_a_fixed_seed(tiny_lora):
+    """The sampler draws from the same distribution with the same random stream, so the seed gives the same
+    tokens (temperature, top-k and top-p in transformers' order)."""
+    tokenizer, model = tiny_lora
+    rows, positions = oracle_rows(tokenizer)
+    batch = steering_for(rows, positions, max(len(r) for r in rows), model.config.get_text_config().hidden_size)
+    torch.manual_seed(11)
+    expected = reference(model, tokenizer, rows, batch, do_sample=True, temperature=0.7, top_k=20, top_p=0.9)
+    torch.manual_seed(11)
+    got = fast(model, tokenizer, rows, batch, Sampling(temperature=0.7, top_k=20, top_p=0.9), static_cache=False)
+    assert got == expected
+    assert len({tuple(c) for c in got[:GROUP]}) > 1  # really sampled: one prompt's completions differ
+
+
+def test_shared_prompts_groups_consecutive_copies():
+    assert shared_prompts([[1, 2], [1, 2], [3], [3], [1, 2]]) == ([[1, 2], [3], [1, 2]], [0, 0, 1, 1, 2])
+
+
+def test_the_merged_copy_never_changes_the_trained_weights(offline_env):
+    """In bf16, peft's merge/unmerge in place drifts; the copy only reads the trained weights, so 100 refreshes
+    leave them bit for bit, and each refresh writes base + scale·B·A (fp32, cast once)."""
+    path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16),
+                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    copy = MergedCopy(model)
+    for _ in range(100):
+        copy.refresh()
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+    trained = dict(model.named_modules())
+    copied = dict(copy.model.named_modules())
+    name = "model.layers.0.self_attn.q_proj"
+    lora = trained[f"base_model.model.{name}"]
+    expected = (lora.base_layer.weight.float() + lora.scaling["default"] * (
+        lora.lora_B["default"].weight.float() @ lora.lora_A["default"].weight.float())).to(torch.bfloat16)
+    assert torch.equal(copied[name].weight, expected)
+    # Frozen weights outside LoRA are shared, not copied; LoRA-targeted ones are the copy's own.
+    assert copied["model.embed_tokens"].weight.data_ptr() == trained["base_model.model.model.embed_tokens"].weight.data_ptr()
+    assert copied[name].weight.data_ptr() != lora.base_layer.weight.data_ptr()
+
+    # What the copy avoids: peft's merge/unmerge in place, in bf16, does not give the weights back.
+    for _ in range(100):
+        model.merge_adapter()
+        model.unmerge_adapter()
+    assert not torch.equal(lora.base_layer.weight, before[f"base_model.model.{name}.base_layer.weight"])
+
+
+# ------------------------------------------------------------------------------------------ in the trainers
+
+ORACLE = ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
+          "task.activations.window_max=6", "trainer.batch_size=4", "trainer.num_generations=2",
+          "trainer.micro_batch_size=4", "trainer.max_steps=1", "trainer.save_steps=1000",
+          "trainer.max_completion_length=8", "trainer.lora.dropout=0.0", "trainer.fast_generation=true"]
+
+
+def build(tmp_path, overrides):
+    cfg = compose_run_config(overrides)
+    task = build_task(cfg)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    data = task.build_data(tokenizer, model)
+    reward_fns = task.reward_functions()
+    setup = TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), build_reward_schedule(cfg.reward, reward_fns),
+                         reward_fns, task.steering())
+    return build_trainer(setup, cfg.trainer), task.steering(), data
+
+
+def rollouts(trainer, rows, fast_path: bool, seed: int = 5):
+    trainer.fast_generation = fast_path
+    prompt_ids, _, _ = trainer._tokenize_prompts([r["prompt"] for r in rows])
+    torch.manual_seed(seed)
+    completions, _ = trainer._generate_single_turn(prompt_ids, None, {}, trainer.num_generations)
+    return completions
+
+
+def lora_grads(model, input_ids):
+    model.zero_grad(set_to_none=True)
+    logps = model(input_ids=input_ids).logits.log_softmax(-1)
+    logps.mean().backward()
+    return logps.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_steered_grpo_samples_what_trl_samples_and_trains_unchanged(tmp_path):
+    trainer, steering, data = build(tmp_path, ORACLE)
+    rows = [data.train[i] for i in range(4) for _ in range(2)]
+    trainer._scoring_rows = rows  # what SteeringMixin holds while TRL generates a batch
+    model = trainer.model
+    probe = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    logps_before, grads_before = lora_grads(model, probe)
+
+    reference_completions = rollouts(trainer, rows, fast_path=False)
+    steering.stats.clear()
+    fast_completions = rollouts(trainer, rows, fast_path=True)
+    assert fast_completions == reference_completions  # same seed, same sampler, same (steered) distribution
+    # One steered prefill per distinct prompt, every placeholder checked.
+    assert (steering.stats["generation_batches"], steering.stats["passes"], steering.stats["checked_rows"]) == (1, 1, 4)
+
+    assert model.training  # the trained model is back in train mode
+    logps_after, grads_after = lora_grads(model, probe)
+    assert torch.equal(logps_before, logps_after)
+    assert grads_before.keys() == grads_after.keys() and grads_before
+    assert all(torch.equal(grads_before[n], grads_after[n]) for n in grads_before)
+
+    # A whole step on the fast path: every pass (prefill, scoring, loss) injects at the placeholders.
+    trainer._scoring_rows = None
+    steering.stats.clear()
+    trainer.train()
+    stats = steering.stats
+    # 8 completions in micro-batches of 4: 2 loss passes; the reference log-probs in 2 chunks of 4 rows.
+    assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 2, 2)
+    assert stats["checked_rows"] == 4 + 2 * 4 + 2 * 4
+
+
+@pytest.mark.parametrize("trainer_name", ["rloo", "ppo"])
+def test_rloo_and_ppo_sample_what_trl_samples(tmp_path, trainer_name):
+    overrides = ["task=function_call", "model=tiny_qwen3", f"trainer={trainer_name}", "trainer.batch_size=2",
+                 "trainer.max_completion_length=8", "trainer.lora.dropout=0.0", "trainer.fast_generation=true"]
+    if trainer_name == "rloo":
+        overrides.append("trainer.num_generations=2")
+    trainer, _, data = build(tmp_path, overrides)
+    group = trainer.num_generations if trainer_name == "rloo" else 1
+    rows = [data.train[i] for i in range(2) for _ in range(group)]
+    prompt_ids, _, _ = trainer._tokenize_prompts([r["prompt"] for r in rows])
+    out = {}
+    for fast_path in (False, True):
+        trainer.fast_generation = fast_path
+        torch.manual_seed(5)
+        # RLOOTrainer's signature has no num_generations; GRPOTrainer's (PPO's base) does.
+        extra = [] if trainer_name == "rloo" else [1]
+        out[fast_path] = trainer._generate_single_turn(prompt_ids, None, {}, *extra)[0]
+    assert out[True] == out[False]
