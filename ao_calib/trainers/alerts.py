@@ -29,6 +29,16 @@ def below(key: str, threshold: float) -> Callable[[dict], tuple[float, float] | 
     return lambda logs: (logs[key], threshold) if logs.get(key) is not None and logs[key] < threshold else None
 
 
+def below_any(keys: Sequence[str], threshold: float) -> Callable[[dict], tuple[float, float] | None]:
+    """Holds when any of ``keys`` is logged below ``threshold`` (GRPO and RLOO log the group advantage spread, PPO
+    the spread of its rollouts' scores)."""
+    def check(logs: dict):
+        found = [logs[k] for k in keys if logs.get(k) is not None and logs[k] < threshold]
+        return (min(found), threshold) if found else None
+
+    return check
+
+
 def above(key: str, threshold: float) -> Callable[[dict], tuple[float, float] | None]:
     return lambda logs: (logs[key], threshold) if logs.get(key) is not None and logs[key] > threshold else None
 
@@ -36,8 +46,10 @@ def above(key: str, threshold: float) -> Callable[[dict], tuple[float, float] | 
 def training_alerts(cfg) -> list[Alert]:
     """The alerts of every online trainer (``cfg`` is the run's ``alerts`` node)."""
     return [
-        Alert("no_learning_signal", "advantage std {value:.2e} < {threshold}: all completions in a group score alike",
-              below("advantage_std", cfg.advantage_std_below)),
+        Alert("no_learning_signal", "advantage std {value:.2e} < {threshold}: all completions in a group score alike "
+                                    "(every reward equal: no learning signal); check the rewards on completions.jsonl, "
+                                    "or teach the output format first (warmup=sft)",
+              below_any(("advantage_std", "reward_spread"), cfg.advantage_std_below)),
         Alert("kl_explosion", "KL {value:.3f} > {threshold}: reduce the learning rate or raise beta",
               above("kl", cfg.kl_above)),
     ]

@@ -174,6 +174,9 @@ class PPOTrainer(AOGRPOTrainer):
         metrics["ppo/value"].append(masked_mean(old_values, mask).item())
         metrics["ppo/return"].append(masked_mean(returns, mask).item())
         metrics["ppo/masked_samples"].append(float((~scorable).sum().item()))
+        # Whitened advantages keep a spread of 1 even when every rollout scores alike: the no-learning-signal alert
+        # reads the scores' own spread here.
+        metrics["reward_spread"].append(scores[scorable].std().item() if scorable.sum() > 1 else 0.0)
 
         output.update(advantages=advantages, returns=returns, old_values=old_values,
                       old_per_token_logps=old_logps, ppo_mask=mask)

@@ -327,3 +327,26 @@ def test_a_signal_before_training_ends_the_run_interrupted_naming_it(tmp_path, s
     assert summary["error"] == f"interrupted by {sig.name}"
     assert proc.returncode == 128 + sig and "Traceback" not in err
     assert "trainer.resume_from_checkpoint=latest" in err
+
+# ---------------------------------------------------------------------------------------- learning signal
+
+
+def test_no_learning_signal_fires_for_group_trainers_and_for_ppo():
+    """GRPO and RLOO log the group advantage spread; PPO's whitened advantages keep a spread of 1 whatever the
+    rewards, so the alert also reads the spread of its rollouts' scores."""
+    from omegaconf import OmegaConf
+    from transformers import TrainerControl, TrainerState
+
+    from ao_calib.config import AlertsConfig
+    from ao_calib.trainers.alerts import AlertCallback, training_alerts
+
+    for sick in ({"advantage_std": 0.0}, {"advantage_std": 1.0, "reward_spread": 0.0}):
+        callback = AlertCallback(training_alerts(OmegaConf.structured(AlertsConfig)), patience=3)
+        for step in (1, 2, 3):
+            state = TrainerState(global_step=step)
+            callback.on_log(None, state, TrainerControl(), logs=dict(sick))
+        assert callback.fired["no_learning_signal"]["step"] == 3
+    healthy = AlertCallback(training_alerts(OmegaConf.structured(AlertsConfig)), patience=1)
+    healthy.on_log(None, TrainerState(global_step=1), TrainerControl(), logs={"advantage_std": 1.0,
+                                                                              "reward_spread": 0.3})
+    assert not healthy.fired
