@@ -36,7 +36,14 @@ def _recipe() -> str | None:
     """The design-note recipe (conf/recipe/) this run composed, if any."""
     from hydra.core.hydra_config import HydraConfig
 
-    return HydraConfig.get().runtime.choices.get("recipe") if HydraConfig.initialized() else None
+    if not HydraConfig.initialized():
+        return None
+    from hydra.core.global_hydra import GlobalHydra
+
+    choice = HydraConfig.get().runtime.choices.get("recipe")
+    # The optional entry records its name even where no such file exists (task=function_call model=qwen3_8b).
+    loader = GlobalHydra.instance().config_loader() if GlobalHydra.instance().is_initialized() else None
+    return choice if choice and (loader is None or choice in loader.get_group_options("recipe")) else None
 
 
 
