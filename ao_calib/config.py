@@ -285,6 +285,11 @@ class FormatWarmupConfig(SFTTrainerConfig):
     max_steps: int = 100
     lr: float = 1e-4
     confidence: WarmupConfidence = WarmupConfidence.auto
+    # kind_mean tags are whole tens (a small warm-up learns those; the tiny model's greedy tag broke on numbers like
+    # 37), moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and clipped to 0-100: calibrated per kind
+    # on average, and varied, so the completions of a group state different numbers and GRPO has something to
+    # compare (one number per kind gives every group the same one: no signal)
+    confidence_jitter: int = 10
     num_questions: Optional[int] = None  # training questions answered for the targets; null: all of them
     max_new_tokens: int = 64  # length of each own answer
     generation_batch_size: int = 16
@@ -494,6 +499,7 @@ VALUE_RANGES = {
     "alerts.answer_length_drop": within(0, 1), "alerts.patience": at_least(1),
     "alerts.judge_outage_stop_after": at_least(1, nullable=True),
     "logger.init_timeout_s": above(0),
+    "warmup.confidence_jitter": within(0, 100),
 }
 _ABSENT = object()
 

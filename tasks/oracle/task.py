@@ -228,7 +228,8 @@ class OracleTask(Task):
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
         """``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
         each answer keeps its words and gets a tag: 100 × the judge's mean informativeness of the own answers of
-        its kind (``confidence=kind_mean``, a calibrated start), of that answer alone (``judge``), or a draw from
+        its kind (``confidence=kind_mean``, a calibrated start, moved by up to ``confidence_jitter`` so that groups
+        differ), of that answer alone (``judge``), or a draw from
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
@@ -249,6 +250,11 @@ class OracleTask(Task):
             if source == "kind_mean":
                 infos = _kind_means([r["kind"] for r, _ in kept], infos)
             confidences = [None if i is None else round(100 * i) for i in infos]
+            if source == "kind_mean":
+                rng = random.Random(stage.seed)
+                offsets = range(-stage.confidence_jitter, stage.confidence_jitter + 1, 10)
+                confidences = [None if c is None else min(100, max(0, 10 * round(c / 10) + rng.choice(offsets)))
+                               for c in confidences]
         else:
             rng = random.Random(stage.seed)
             confidences = [rng.choice(list(self.cfg.task.sft_confidences)) for _ in kept]
