@@ -1,0 +1,178 @@
+"""Every command in the README's code blocks still works as written.
+
+Cheap commands run for real against a tiny finished run (re-evaluation, plots, the report, export); a training
+command (a sweep's first job) goes through every check ``ao_calib.run`` makes before it loads a model: Hydra's
+composition, the plug-in schemas and unknown keys, so a group, option or key it names that no longer exists fails; commands that need something only the user has (their completions, a server) show their --help.
+A command of a module no rule knows fails the test: add a rule for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONF_DIR, PROJECT_ROOT
+
+README = PROJECT_ROOT / "README.md"
+COMPOSE = ["compose in process"]  # marks an ao_calib.run command checked by compose_run
+EXAMPLE_RUN = re.compile(r"^outputs/(runs|multiruns)/")  # the README's placeholder run and sweep folders
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of each fenced block."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+
+
+def readme_commands() -> list[list[str]]:
+    """Each ``python -m ...`` command of the README's shell blocks as argv (environment assignments first)."""
+    commands = []
+    for language, body in code_blocks(README.read_text()):
+        if language not in ("bash", "sh", ""):
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            command: list[str] = []
+            for word in [*words, "&&"]:
+                if word in ("&&", "&", ";", "||"):
+                    if "python" in command and command[command.index("python") + 1:][:1] == ["-m"]:
+                        commands.append(command)
+                    command = []
+                else:
+                    command.append(word)
+    return commands
+
+
+def split_top_level(value: str) -> list[str]:
+    """``a,b`` -> [a, b]; commas inside [] or {} stay."""
+    parts, depth, current = [], 0, ""
+    for char in value:
+        depth += char in "[{"
+        depth -= char in "]}"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
+
+
+def first_job(args: list[str]) -> list[str]:
+    """A sweep's overrides as its first job's: no ``-m``, the first value of each swept key."""
+    out = []
+    for arg in args:
+        if arg in ("-m", "--multirun"):
+            continue
+        key, sep, value = arg.partition("=")
+        out.append(f"{key}={split_top_level(value)[0]}" if sep and not key.startswith("hydra.") else arg)
+    return out
+
+
+def readme_package(root: Path) -> Path:
+    """The README's own-task package (the blocks whose first line is ``# my_pkg/...``), written under ``root``."""
+    for language, body in code_blocks(README.read_text()):
+        first = body.splitlines()[0] if body.strip() else ""
+        if match := re.fullmatch(r"# (my_pkg/\S+)", first.strip()):
+            path = root / match.group(1)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+    for package in {p.parent for p in root.glob("my_pkg/**/*") if p.is_file()}:
+        (package / "__init__.py").touch()
+    return root
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A tiny finished run the README's run-directory commands are pointed at."""
+    run = tmp_path_factory.mktemp("readme") / "runs" / "r"
+    result = subprocess.run([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
+                             "trainer.max_steps=1", "eval.num_samples=2", f"hydra.run.dir={run}"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run
+
+
+def as_tested(argv: list[str], run: Path, tmp: Path) -> tuple[list[str], dict[str, str]] | None:
+    """The command to run for a README command (``None``: one that is not run), and its environment."""
+    env = {}
+    while argv and re.fullmatch(r"[A-Z_]+=.*", argv[0]):
+        name, _, value = argv.pop(0).partition("=")
+        env[name] = str(readme_package(tmp / "pkg")) if name == "PYTHONPATH" else value
+    module, args = argv[2], argv[3:]
+
+    def at_run(arg: str) -> str:  # the README's placeholder run (or sweep) folder -> the tiny run (its folder)
+        key, sep, value = arg.rpartition("=")
+        if not EXAMPLE_RUN.match(value) or key.startswith(("hydra.", "trainer.")):
+            return arg
+        target = run.parent if value.startswith("outputs/multiruns") else run
+        return f"{key}{sep}{target}"
+
+    if module == "pytest":
+        return None  # the suite itself
+    if module == "ao_calib.run":
+        if not env and not {"--help", "--cfg"} & set(args):
+            return COMPOSE, first_job(args)  # composed in this process: a subprocess each would cost seconds
+        return [module, *(args if {"--help", "--cfg"} & set(args) else [*first_job(args), "--cfg", "job"])], env
+    if module in ("ao_calib.eval", "ao_calib.plot", "ao_calib.report"):
+        return [module, *map(at_run, args)], env
+    if module == "ao_calib.export":
+        return [module, *map(at_run, args), f"out={tmp / 'export'}-{len(list(tmp.glob('export*')))}"], env
+    if module in ("ao_calib.score", "tests.judge_server"):  # need the user's completions / serve until stopped
+        return [module, "--help"], env
+    raise AssertionError(f"README runs `python -m {module}`: tests/test_readme_commands.py has no rule for it")
+
+
+def test_the_readme_has_the_commands_this_test_knows():
+    modules = {argv[argv.index("python") + 2] for argv in readme_commands()}
+    assert {"ao_calib.run", "ao_calib.eval", "ao_calib.plot", "ao_calib.report", "pytest"} <= modules
+
+
+def compose_run(overrides: list[str]) -> str | None:
+    """What ``python -m ao_calib.run OVERRIDES`` checks before it loads anything, or None when all is well: the
+    composition (groups, options, typed keys), the plug-in schemas and unknown keys."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ao_calib.config import unknown_keys, validate_plugins
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+        validate_plugins(cfg)
+        extra = unknown_keys(cfg)
+        return f"unknown keys {extra}" if extra else None
+    except Exception as exc:  # noqa: BLE001 -- every failure is reported with its command
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        GlobalHydra.instance().clear()
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_or_composes(finished_run, tmp_path):
+    failures = []
+    for argv in readme_commands():
+        tested = as_tested(list(argv), finished_run, tmp_path)
+        if tested is None:
+            continue
+        if tested[0] is COMPOSE:
+            if (error := compose_run(tested[1])) is not None:
+                failures.append(f"{shlex.join(argv)}\n  composed as: {shlex.join(tested[1])}\n  {error}")
+            continue
+        args, env = tested
+        result = subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                                timeout=600, env={**os.environ, **env})
+        if result.returncode != 0:
+            failures.append(f"{shlex.join(argv)}\n  ran as: {shlex.join(args)}\n  {result.stderr.strip()[-1500:]}")
+    assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+
+
+def test_ci_runs_the_readmes_test_command_verbatim():
+    test_command = next(line for _, body in code_blocks(README.read_text()) for line in body.splitlines()
+                        if line.rstrip().endswith("python -m pytest"))
+    assert test_command in (PROJECT_ROOT / ".ci" / "run").read_text()
