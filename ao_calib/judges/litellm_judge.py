@@ -118,12 +118,17 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__ + (f" ({code})" if code is not None else "")
 
 
+# Transport errors that mean no connection was made. litellm wraps them (a refused connection arrives as an
+# InternalServerError, status 500), and its own APIConnectionError is also a catch-all, so the chain is read.
+_TRANSPORT_ERRORS = {("httpx", "ConnectError"), ("aiohttp.client_exceptions", "ClientConnectorError"),
+                     ("openai", "APIConnectionError")}
+
+
 def _is_connection_error(exc: BaseException) -> bool:
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:  # litellm wraps the transport's error; look down the chain
+    while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, ConnectionError) or type(exc).__name__ in ("APIConnectionError", "ConnectError",
-                                                                      "ClientConnectorError"):
+        if isinstance(exc, ConnectionError) or (type(exc).__module__, type(exc).__name__) in _TRANSPORT_ERRORS:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
