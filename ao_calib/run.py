@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import sys
 import warnings
 
@@ -172,6 +173,12 @@ def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:
     }
 
 
+def _requeued() -> str | None:
+    """"latest" in a SLURM job that was requeued (after preemption or a timeout, by submitit): it continues from
+    its newest checkpoint in its own run directory instead of being refused as a fresh run into a used one."""
+    return "latest" if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0 else None
+
+
 def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
     """The full config, every default included, beside Hydra's composed one: what the run really used."""
     atomic_write_text(run_dir / RunDir.CONFIG, OmegaConf.to_yaml(cfg))
@@ -188,7 +195,7 @@ def main(cfg: DictConfig) -> float | None:
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
         check_generation_backend(cfg)
-        start = start_point(cfg.trainer.resume_from_checkpoint, run_dir, cfg.trainer.max_steps)
+        start = start_point(cfg.trainer.resume_from_checkpoint or _requeued(), run_dir, cfg.trainer.max_steps)
         if start.finished is not None:
             print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "
                   f"(trainer.max_steps={cfg.trainer.max_steps}); nothing to resume. Raise trainer.max_steps to "
