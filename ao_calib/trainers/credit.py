@@ -85,7 +85,7 @@ def confidence_token_mask(tokenizer, completion_ids: torch.Tensor, completion_ma
 
 class ConfidenceCreditMixin:
     """In front of a GRPOTrainer subclass. Active when one of its reward functions is a calibrated reward
-    (``ao_calib.calibration.make_calibrated_reward``) whose rule says ``credit: calibration``."""
+    (``ao_calib.calibration.make_calibrated_reward``) whose rule's ``credit`` is not ``sequence``."""
 
     def _credited_reward(self):
         for fn in self.reward_funcs:
