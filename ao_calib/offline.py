@@ -28,7 +28,8 @@ LOCAL_MODEL = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def keep_offline(cfg: DictConfig) -> dict[str, str]:
     """Sets the variables above that the user has not set; returns those it set. Call before the model loads."""
     wanted = dict(ALWAYS)
-    if cfg.model.get("tiny") is not None and not cfg.model.get("ao_lora_id") and not cfg.trainer.get("init_from"):
+    if (cfg.model.get("tiny") is not None and not cfg.model.get("ao_lora_id") and not cfg.trainer.get("init_from")
+            and not _in_sweep()):  # a sweep's jobs share one process: a later job may need the hub
         wanted.update(LOCAL_MODEL)
     if cfg.logger.name == "wandb" and _wandb_offline(cfg):
         wanted["WANDB_MODE"] = "offline"
@@ -39,6 +40,13 @@ def keep_offline(cfg: DictConfig) -> dict[str, str]:
         log.info("model=%s is built locally: the model hub is not contacted (HF_HUB_OFFLINE=0 to allow it)",
                  cfg.model.name)
     return applied
+
+
+def _in_sweep() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _wandb_offline(cfg: DictConfig) -> bool:
