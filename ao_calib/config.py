@@ -19,6 +19,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 from ao_calib.errors import AOCalibError
 
 # ---------------------------------------------------------------------------------------------- model
@@ -529,11 +530,11 @@ def check_generation_backend(cfg) -> None:
     stage = cfg.get("trainer")
     if stage is None or not stage.get("use_vllm", False):
         return
-    from ao_calib.task_api import Task
-
-    # A task that overrides Task.steering injects activations in every pass.
+    # A task that overrides Task.steering injects activations in every pass. (The class that defines it is looked
+    # up by module name: importing ao_calib.task_api here would close an import cycle through calibration.)
     task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
-    if task_cls is not None and getattr(task_cls, "steering", Task.steering) is not Task.steering:
+    owner = next((c for c in getattr(task_cls, "__mro__", ()) if "steering" in vars(c)), None)
+    if owner is not None and owner.__module__ != "ao_calib.task_api":
         raise AOCalibError(f"trainer.use_vllm=true cannot run with task={cfg.task.name}: vLLM cannot run the "
                            "activation-steering hooks; set trainer.use_vllm=false (trainer.fast_generation=true is "
                            "the fast path for steered rollouts)")

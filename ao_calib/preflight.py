@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib import models
 from ao_calib.config import plugin_class
 from ao_calib.errors import AOCalibError, ResourceUnavailableError
 
@@ -14,7 +13,8 @@ RECIPE_GROUPS = ("judge", "warmup", "logger")
 
 
 def check_resources(cfg: DictConfig, task, adapter: str | None) -> None:
-    check_recipe_choices()
+    from ao_calib import models  # torch: not at import, so that --help and composition stay fast
+
     missing = models.missing_for_model(cfg.model, adapter)
     missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in task.hub_datasets()
                 if not models.hub_repo_available(name, repo_type="dataset")]

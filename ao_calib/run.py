@@ -21,6 +21,7 @@ from ao_calib.config import check_generation_backend, check_values, unknown_keys
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
+from ao_calib.preflight import check_recipe_choices
 from ao_calib.interrupts import RunInterrupted, SignalWatch
 from ao_calib.run_dir import RunDir, StartPoint, start_point
 
@@ -96,7 +97,13 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 periodic.trainer = trainer
             watch.training = True
             try:
-                trainer.train(resume_from_checkpoint=start.checkpoint if stage_name == "train" else None)
+                if stage_name == "train" and start.step is not None and start.step >= stage.max_steps:
+                    # Killed after its last step (during the final evaluation): transformers would train one step
+                    # past max_steps when resumed there, so the checkpoint is only loaded.
+                    trainer._load_from_checkpoint(start.checkpoint)
+                    trainer.metrics_file.last.update(_last_train_row(run_dir))
+                else:
+                    trainer.train(resume_from_checkpoint=start.checkpoint if stage_name == "train" else None)
             finally:
                 watch.training = False
             alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})
@@ -128,6 +135,13 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             watch.uninstall()
     run_summary.print_final_screen(final)
     return final
+
+
+def _last_train_row(run_dir: RunDir) -> dict:
+    from ao_calib.run_dir import read_metrics
+
+    rows = [r for r in read_metrics(run_dir) if r.get("stage", "train") == "train"]
+    return rows[-1] if rows else {}
 
 
 class RunStopped(AOCalibError):
@@ -188,6 +202,7 @@ def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
 def main(cfg: DictConfig) -> float | None:
     run_dir = RunDir(HydraConfig.get().runtime.output_dir)
     try:
+        check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error
         validate_plugins(cfg)
         extra = unknown_keys(cfg)
         if extra:

@@ -8,6 +8,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from ao_calib.config import Config, unknown_keys, validate_plugins
+from ao_calib.preflight import RECIPE_GROUPS
 from tests.conftest import CONF_DIR, run_cli
 
 GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
@@ -37,6 +38,8 @@ def check_valid(cfg) -> None:
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_group_option_composes(group, option):
     overrides = [f"{group}={option}"]
+    if group in RECIPE_GROUPS:  # the default task and model's recipe sets these itself and refuses another choice
+        overrides.append("~recipe")
     if group == "reward":  # reward mixes belong to the task they are named after
         overrides.append("task=" + next(t for t in options("task") if t in option))
     check_valid(composed(overrides))
@@ -122,9 +125,10 @@ def test_cli_rejects_misspelt_and_appended_keys():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_real_model_without_gpu_or_hub_stops_at_once(tmp_path):
-    result = run_cli("ao_calib.run", "judge=label", f"hydra.run.dir={tmp_path / 'never'}", timeout=60)  # the default
+    result = run_cli("ao_calib.run", "~recipe", "judge=label", f"hydra.run.dir={tmp_path / 'never'}",
+                     timeout=60)  # the default model, without the design-note recipe (tests/test_seed_recipe.py)
     assert result.returncode == 2
     assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
     assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr
-    assert "experiment=quickstart" in result.stderr
+    assert "model=tiny_qwen3" in result.stderr  # the user's own command, offline
     assert "Traceback" not in result.stderr

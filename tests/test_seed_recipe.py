@@ -48,6 +48,8 @@ def test_the_recipe_is_only_for_its_task_and_model():
     assert tiny.judge.name == "none" and tiny.warmup is None and tiny.task.data.path is None
     other = compose_run_config(["task=function_call", "model=qwen3_8b"])
     assert other.judge.name == "none" and other.warmup is None
+    ppo = compose_run_config(["task=oracle", "model=qwen3_8b", "trainer=ppo"])  # the recipe is GRPO's
+    assert ppo.judge.name == "none" and ppo.task.data.path is None
     dropped = compose_run_config(["task=oracle", "model=qwen3_8b", "~recipe", "judge=label"])
     assert dropped.judge.name == "label" and dropped.task.data.path is None
 
