@@ -81,7 +81,7 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     assert load_run(run).status == "interrupted"
     initial_eval = (run / "eval_initial.json").stat().st_mtime_ns
 
-    refused = run_cli("ao_calib.run", *overrides, timeout=120)  # a fresh start into this directory
+    refused = run_cli("ao_calib.run", *overrides, timeout=TIMEOUT_S)  # a fresh start into this directory
     assert refused.returncode == 2 and "trainer.resume_from_checkpoint=latest" in refused.stderr
 
     proc = start(*resume)
@@ -102,7 +102,7 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     assert final["alerts"]["no_learning_signal"]["step"] == 1  # fired in the first process, kept across resumes
     assert any(r.get("alert/no_learning_signal") for r in read_metrics(run))
 
-    again = ok(run_cli("ao_calib.run", *resume, timeout=120))
+    again = ok(run_cli("ao_calib.run", *resume, timeout=TIMEOUT_S))
     assert "already completed step 5" in again.stdout
 
 
