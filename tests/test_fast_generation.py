@@ -240,5 +240,17 @@ def test_rloo_and_ppo_sample_what_trl_samples(tmp_path, trainer_name):
         torch.manual_seed(5)
         # RLOOTrainer's signature has no num_generations; GRPOTrainer's (PPO's base) does.
         extra = [] if trainer_name == "rloo" else [1]
-        out[fast_path] = trainer._generate_single_turn(prompt_ids, None, {}, *extra)[0]
-    assert out[True] == out[False]
+        result = trainer._generate_single_turn(prompt_ids, None, {}, *extra)
+        out[fast_path] = result if trainer_name == "rloo" else result[0]  # RLOO returns the ids alone
+    assert out[True] == out[False] and len(out[True]) == len(rows)
+
+
+def test_rollout_benchmark_runs_every_mode_and_the_step(capsys):
+    """bench.rollout with the tiny shapes: the code a GPU run uses, end to end (its timings mean nothing here)."""
+    from bench import rollout
+
+    rows = rollout.main(["--shrink", "--batches", "8", "--new-tokens", "4", "--rounds", "1", "--step-rounds", "1",
+                         "--steps", "1", "--rank", "8"])
+    assert [row.split("|")[1].strip() for row in rows[:-1]] == list(rollout.MODES)
+    assert "oracle GRPO step (fast generation)" in rows[-1]
+    assert "round 1 oracle_fast" in capsys.readouterr().out

@@ -33,6 +33,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.generation.logits_process import (LogitsProcessorList, MinPLogitsWarper,
                                                     RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
                                                     TopKLogitsWarper, TopPLogitsWarper)
+from trl import RLOOTrainer
 from trl.trainer.utils import pad
 
 from ao_calib.steering.layout import unwrap
@@ -339,4 +340,5 @@ class FastGenerationMixin:
                 prefill_context=self._prefill_context, pad_to_multiple_of=self.pad_to_multiple_of)
         finally:
             trained.train(was_training)
-        return completion_ids, None
+        # RLOOTrainer's _generate_single_turn returns the completion ids alone, GRPOTrainer's (PPO's) with log-probs.
+        return completion_ids if isinstance(self, RLOOTrainer) else (completion_ids, None)
