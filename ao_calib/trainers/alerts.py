@@ -79,7 +79,7 @@ class AlertCallback(TrainerCallback):
             if found and alert.name not in self.fired and self._streak[alert.name] >= self.patience:
                 message = alert.message.format(value=found[0], threshold=found[1])
                 self.fired[alert.name] = {"step": state.global_step, "message": message}
-                if state.is_world_process_zero:
+                if self.record_to is not None and state.is_world_process_zero:
                     record_alert(self.record_to, state.global_step, alert.name, message)
                 log.warning("ALERT at step %d: %s", state.global_step, message)
                 print(f"\n[alert] step {state.global_step}: {message}", flush=True)
@@ -113,7 +113,7 @@ class JudgeOutageCallback(TrainerCallback):
         logs["alert/judge_outage"] = 1.0
         if "judge_outage" not in self.fired:
             self.fired["judge_outage"] = {"step": state.global_step, "message": message}
-            if state.is_world_process_zero:
+            if self.record_to is not None and state.is_world_process_zero:
                 record_alert(self.record_to, state.global_step, "judge_outage", message)
             log.warning("ALERT at step %d: %s", state.global_step, message)
             print(f"\n[alert] step {state.global_step}: {message}", flush=True)
