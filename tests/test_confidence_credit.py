@@ -12,11 +12,10 @@ from ao_calib.calibration import CalibrationConfig
 from ao_calib.calibration.contract import confidence_span
 from ao_calib.calibration.reward import make_calibrated_reward
 from ao_calib.config import compose_run_config
-from ao_calib.rewards import build_reward_schedule
-from ao_calib.run_dir import RunDir
-from ao_calib.task_api import build_task
-from ao_calib.trainers import TrainerSetup, build_trainer
+from ao_calib.trainers import build_trainer
 from ao_calib.trainers.credit import calibration_terms, confidence_token_mask, group_normalised
+
+from test_oracle_grpo import build_setup
 
 
 def test_confidence_span_is_the_number_of_a_valid_tag_only():
@@ -100,19 +99,11 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
     loss receives is TRL's advantage on every token but the number's, which carry the calibration term's."""
     import trl
 
-    cfg = compose_run_config(["experiment=oracle_tiny", "task.calibration.credit=group",
-                              "warmup.max_steps=30", "warmup.lr=3e-3", "warmup.batch_size=8",
-                              "trainer.max_steps=2", "trainer.batch_size=4", "trainer.num_generations=4",
-                              "trainer.temperature=1.0"])
-    task = build_task(cfg)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
-    data = task.build_data(tokenizer, model)
-    reward_fns = task.reward_functions()
-    setup = TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), build_reward_schedule(cfg.reward, reward_fns),
-                         reward_fns, task.steering())
-    build_trainer(setup, cfg.warmup, "warmup").train()
+    overrides = ["experiment=oracle_tiny", "task.calibration.credit=group", "warmup.max_steps=30", "warmup.lr=3e-3",
+                 "warmup.batch_size=8", "trainer.max_steps=2", "trainer.batch_size=4", "trainer.num_generations=4",
+                 "trainer.temperature=1.0"]
+    setup = build_setup(tmp_path, overrides)
+    build_trainer(setup, setup.cfg.warmup, "warmup").train()
 
     seen = []
     trl_loss = trl.GRPOTrainer._compute_loss
@@ -123,7 +114,7 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
         return trl_loss(self, model, inputs)
 
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", record)
-    trainer = build_trainer(setup, cfg.trainer)
+    trainer = build_trainer(setup, setup.cfg.trainer)
     trainer.train()
     assert seen
     numbers = 0

@@ -12,16 +12,13 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ao_calib import models
-from ao_calib.config import compose_run_config
-from ao_calib.rewards import build_reward_schedule
-from ao_calib.run_dir import RunDir
 from ao_calib.steering import SteeringBatch, steer
-from ao_calib.task_api import build_task
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
-from ao_calib.trainers import TrainerSetup, build_trainer
+from ao_calib.trainers import build_trainer
 from ao_calib.trainers.fast_generation import FastGenerator, MergedCopy, Sampling, shared_prompts
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
+
+from test_oracle_grpo import build_setup
 
 MAX_NEW = 10
 GROUP = 3  # completions per prompt, as TRL lists them: each prompt's copies in a row
@@ -166,16 +163,8 @@ ORACLE = ["experiment=oracle_tiny", "task.activations.positions=window", "task.a
 
 
 def build(tmp_path, overrides):
-    cfg = compose_run_config(overrides)
-    task = build_task(cfg)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
-    data = task.build_data(tokenizer, model)
-    reward_fns = task.reward_functions()
-    setup = TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), build_reward_schedule(cfg.reward, reward_fns),
-                         reward_fns, task.steering())
-    return build_trainer(setup, cfg.trainer), task.steering(), data
+    setup = build_setup(tmp_path, overrides)
+    return build_trainer(setup, setup.cfg.trainer), setup.steering, setup.data
 
 
 def rollouts(trainer, rows, fast_path: bool, seed: int = 5):
