@@ -9,7 +9,6 @@ The run's own result (``eval.json``, written when it finished) is never replaced
 from __future__ import annotations
 
 import dataclasses
-import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ao_calib.commands import key_value_command
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
 
@@ -105,17 +105,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help", "help") for a in argv):
-        print(usage())
-        return 0
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
-    try:
-        run_eval(parse_args(argv))
-    except AOCalibError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return key_value_command(argv, usage, lambda args: run_eval(parse_args(args)))
 
 
 if __name__ == "__main__":

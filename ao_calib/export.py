@@ -10,7 +10,6 @@ config, its data settings and its held-out numbers (``eval.json``). ``out`` defa
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ao_calib.commands import key_value_command
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir, read_json
 
@@ -116,18 +116,12 @@ def model_card(cfg, run_dir: RunDir, base: str, merged: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help", "help") for a in argv):
-        print(usage())
-        return 0
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
-    try:
-        out = export(parse_args(argv))
-    except AOCalibError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return key_value_command(argv, usage, _export_and_say)
+
+
+def _export_and_say(argv: list[str]) -> None:
+    out = export(parse_args(argv))
     print(f"exported to {out} (model card: {out / 'README.md'})")
-    return 0
 
 
 if __name__ == "__main__":
