@@ -1,4 +1,5 @@
-"""Small file helpers: writes that never leave a half-written file behind."""
+"""Small file helpers: writes that never leave a half-written file behind, and the line-numbered JSON-lines
+reader that data loaders and CLIs share."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from ao_calib.data_files import read_data_text
+from ao_calib.errors import DataValidationError
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -40,3 +44,22 @@ def ensure_generated(paths: list[Path], build) -> list[Path]:
         for path, text in zip(paths, build(), strict=True):
             atomic_write_text(path, text)
     return paths
+
+
+def read_jsonl(path: str | Path, what: str) -> list[tuple[int, Any]]:
+    """The rows of a JSON-lines file, each with its 1-based line number (blank lines skipped), for messages that
+    name the line. A missing file raises ``MissingDataFileError`` ("<what> not found: <path>"; an AOCalibError, so
+    CLIs exit 2, and a FileNotFoundError); bytes that are not UTF-8, a line that is not JSON and a file without rows
+    raise errors naming the file and the line."""
+    source = str(path)
+    rows: list[tuple[int, Any]] = []
+    for line_no, line in enumerate(read_data_text(path, what).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((line_no, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise DataValidationError(source, len(rows), None, f"(line {line_no}) not valid JSON: {exc.msg}") from None
+    if not rows:
+        raise DataValidationError(source, 0, None, "no rows")
+    return rows

@@ -15,7 +15,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ao_calib.errors import AOCalibError, DataValidationError
+from ao_calib.errors import AOCalibError
+from ao_calib.io import read_jsonl
 
 USAGE = "usage: python -m ao_calib.score task=NAME input=IN.jsonl output=OUT.jsonl [config overrides]"
 
@@ -37,26 +38,10 @@ def parse_args(argv: list[str]) -> tuple[Path, Path, list[str]]:
     return Path(paths["input"]), Path(paths["output"]), overrides
 
 
-def read_rows(path: Path) -> list[tuple[int, object]]:
-    if not path.is_file():
-        raise AOCalibError(f"input={path}: no such file")
-    rows = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((line_no, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataValidationError(str(path), len(rows), None, f"(line {line_no}) not valid JSON: {exc.msg}")
-    if not rows:
-        raise DataValidationError(str(path), 0, None, "no rows")
-    return rows
-
-
 def score_file(task, source: Path, target: Path) -> dict:
     """Scores every row, then writes them all (nothing is written when a row is bad). Returns a summary."""
     scored = []
-    for index, (line_no, row) in enumerate(read_rows(source)):
+    for index, (line_no, row) in enumerate(read_jsonl(source, "input file")):
         added = task.score_row(row, str(source), index, line_no)
         if "category" in row:  # the input's own category wins; the task's is only a fill-in
             added.pop("category", None)

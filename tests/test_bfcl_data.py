@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib.config import compose_run_config
-from ao_calib.errors import DataValidationError
+from ao_calib.errors import AOCalibError, DataValidationError
 from ao_calib.task_api import build_task
 from ao_calib_tasks.function_call import bfcl
 from ao_calib_tasks.function_call.bfcl_checker import score_text
@@ -71,6 +71,19 @@ def test_missing_possible_answer_is_named(tmp_path):
     (tmp_path / "possible_answer").mkdir()
     _write(tmp_path / "possible_answer", [{"id": "simple_python_0", "ground_truth": GOOD["ground_truth"]}])
     assert bfcl.load_question_file(path)[0]["ground_truth"] == GOOD["ground_truth"]
+
+
+def test_missing_or_empty_files_are_config_errors_naming_the_file(tmp_path):
+    # AOCalibError: the run's CLI prints one line and exits 2; still a FileNotFoundError for callers that fall back
+    for path, needle in [(tmp_path / "BFCL_v4_simple.json", "BFCL file not found"),
+                         (tmp_path / "empty", "no BFCL question file")]:
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(AOCalibError, match=needle) as err:
+            bfcl.load_cases(path)
+        assert isinstance(err.value, FileNotFoundError) and str(path) in str(err.value)
+    blank = _write(tmp_path, [])
+    with pytest.raises(DataValidationError, match="no rows"):
+        bfcl.load_question_file(blank)
 
 
 def test_generated_cases_are_valid_bfcl_cases():

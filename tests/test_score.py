@@ -55,3 +55,18 @@ def test_bad_row_names_file_line_and_field_and_writes_nothing(tmp_path):
 def test_missing_arguments_exit_2(tmp_path, capsys):
     assert main(["task=function_call", f"input={tmp_path / 'x.jsonl'}"]) == 2
     assert "output= required" in capsys.readouterr().err
+
+
+def test_missing_or_unreadable_input_exits_2_naming_file_and_line(tmp_path, capsys):
+    target = tmp_path / "out.jsonl"
+    assert main(["task=function_call", f"input={tmp_path / 'absent.jsonl'}", f"output={target}"]) == 2
+    assert f"input file not found: {tmp_path / 'absent.jsonl'}" in capsys.readouterr().err
+    rows = _rows()[:2]
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(rows[0]) + "\n\n{not json\n")
+    assert main(["task=function_call", f"input={source}", f"output={target}"]) == 2
+    assert f"{source}: row 1" in (err := capsys.readouterr().err) and "(line 3) not valid JSON" in err
+    source.write_bytes(json.dumps(rows[0]).encode() + b"\n\xff\n")
+    assert main(["task=function_call", f"input={source}", f"output={target}"]) == 2
+    assert "line 2: not valid UTF-8" in capsys.readouterr().err
+    assert not target.exists()

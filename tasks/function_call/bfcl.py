@@ -18,7 +18,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ao_calib.errors import DataValidationError
+from ao_calib.errors import DataValidationError, MissingDataFileError
+from ao_calib.io import read_jsonl
 from .bfcl_checker import SCHEMA_TYPES
 
 log = logging.getLogger(__name__)
@@ -138,23 +139,6 @@ def validate_case(row: Any, source: str, index: int, line_no: int) -> dict:
             "ground_truth": truth}
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, Any]]:
-    source = str(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"BFCL file not found: {source}")
-    out = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append((line_no, json.loads(line)))
-        except json.JSONDecodeError as e:
-            raise DataValidationError(source, len(out), None, f"(line {line_no}) not valid JSON: {e.msg}") from e
-    if not out:
-        raise DataValidationError(source, 0, None, "no rows")
-    return out
-
-
 def answers_file(question_file: Path) -> Path:
     """Where BFCL keeps a question file's ground truth: ``possible_answer/`` beside it, same name."""
     return question_file.parent / "possible_answer" / question_file.name
@@ -164,13 +148,13 @@ def load_question_file(path: str | Path) -> list[dict]:
     """Validated cases of one question file, joined by ``id`` with its ``possible_answer`` file when the rows
     do not carry their own ground truth."""
     path = Path(path)
-    rows = _read_jsonl(path)
+    rows = read_jsonl(path, "BFCL file")
     if not all(isinstance(r, dict) and ("ground_truth" in r or "possible_answer" in r) for _, r in rows):
         answer_path = answers_file(path)
         if not answer_path.is_file():
-            raise FileNotFoundError(f"{path}: rows have no ground_truth and {answer_path} does not exist")
+            raise MissingDataFileError(f"{path}: rows have no ground_truth and {answer_path} does not exist")
         truth = {}
-        for line_no, answer in _read_jsonl(answer_path):
+        for line_no, answer in read_jsonl(answer_path, "BFCL possible_answer file"):
             if not isinstance(answer, dict) or "id" not in answer or "ground_truth" not in answer:
                 raise DataValidationError(str(answer_path), len(truth), "ground_truth",
                                           f"(line {line_no}) rows need id and ground_truth")
@@ -199,7 +183,7 @@ def load_cases(path: str | Path) -> list[dict]:
             continue
         cases += load_question_file(file)
     if not cases:
-        raise FileNotFoundError(f"no BFCL question file of a supported category in {path}")
+        raise MissingDataFileError(f"no BFCL question file of a supported category in {path}")
     return cases
 
 
