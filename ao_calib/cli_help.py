@@ -11,6 +11,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 SCHEMA_SUFFIX = "_schema"
+NOT_GROUPS = ("hydra", "accelerate")  # Hydra's own; accelerate's launcher files kept beside the configs
 
 
 def selectable_groups() -> dict[str, list[str]]:
@@ -23,7 +24,7 @@ def selectable_groups() -> dict[str, list[str]]:
     loader = GlobalHydra.instance().config_loader()
     groups: dict[str, list[str]] = {}
     for group in sorted(loader.list_groups("")):
-        if group == "hydra":
+        if group in NOT_GROUPS:
             continue
         options = [name for name in loader.get_group_options(group, results_filter=ObjectType.CONFIG)
                    if not name.endswith(SCHEMA_SUFFIX)]

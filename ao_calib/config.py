@@ -20,6 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
+import ao_calib.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.errors import AOCalibError
 
 # ---------------------------------------------------------------------------------------------- model

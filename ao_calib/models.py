@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ao_calib import distributed
 from ao_calib.errors import AOCalibError, ResourceUnavailableError
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
@@ -155,12 +156,14 @@ def load_base_model(model_cfg: DictConfig, source: str):
 
         extra = {"quantization_config": BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=dtype), "device_map": {"": 0}}
+            bnb_4bit_compute_dtype=dtype), "device_map": {"": distributed.device()}}
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=dtype, attn_implementation=model_cfg.attn_implementation, **extra
     )
-    if torch.cuda.is_available() and not quantized:  # a 4-bit model cannot be moved; it was loaded in place
-        model.to("cuda")
+    # This process's own device (cuda:LOCAL_RANK), as accelerate assigns it. A 4-bit model was loaded in place; a
+    # model to be sharded (FSDP, ZeRO-3) stays where it is until the trainer's accelerator shards it.
+    if torch.cuda.is_available() and not quantized and not distributed.sharded():
+        model.to(distributed.device())
     return model
 
 

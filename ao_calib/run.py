@@ -17,6 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
+from ao_calib import distributed
 from ao_calib.config import check_generation_backend, check_values, unknown_keys, validate_plugins
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
@@ -51,16 +52,18 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     previous = summary.previous() or {} if start.resuming else {}
     watch = SignalWatch().install()
     try:
-        if start.resuming:
+        if start.resuming and distributed.is_main():
             dropped = run_dir.cut_logs(start.step)
             log.info("resuming at step %s: dropped rows logged after it %s", start.step or 0, dropped)
         summary.write("running")
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = build_task(cfg)
-        adapter = (models.resolve_init_adapter(cfg.trainer.init_from, cfg.model) if cfg.trainer.init_from
-                   else task.pretrained_adapter())
+        # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
+        adapter = distributed.on_main(
+            lambda: models.resolve_init_adapter(cfg.trainer.init_from, cfg.model) if cfg.trainer.init_from
+            else task.pretrained_adapter())
         check_resources(cfg, task, adapter)
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
         tokenizer = models.load_tokenizer(source)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
         data, prompts_over = guard_prompts(
@@ -69,7 +72,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True), steered=task.steering() is not None)
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
-        summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
+        if distributed.is_main():
+            summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
         setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, task.steering(),
                              report_to_wandb=summary.wandb_run_id is not None)
@@ -114,8 +118,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 raise RunStopped(stop)
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
                 evaluate_as(tag=stage_name)
-        trainer.save_model(str(run_dir.adapter))
-        tokenizer.save_pretrained(str(run_dir.adapter))
+        trainer.save_model(str(run_dir.adapter))  # every process takes part (a sharded model is gathered); main writes
+        if distributed.is_main():
+            tokenizer.save_pretrained(str(run_dir.adapter))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
                               extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **task.summary(),
@@ -133,7 +138,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         run_wandb.finish_wandb()
         if watch.received is None:
             watch.uninstall()
-    run_summary.print_final_screen(final)
+    if distributed.is_main():
+        run_summary.print_final_screen(final)
     return final
 
 
@@ -193,6 +199,12 @@ def _requeued() -> str | None:
     return "latest" if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0 else None
 
 
+def _decide_start(cfg: DictConfig, run_dir: RunDir) -> StartPoint:
+    start = start_point(cfg.trainer.resume_from_checkpoint or _requeued(), run_dir, cfg.trainer.max_steps)
+    run_dir.clear_rank_failures()  # another process's error from an earlier attempt is not this one's
+    return start
+
+
 def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
     """The full config, every default included, beside Hydra's composed one: what the run really used."""
     atomic_write_text(run_dir / RunDir.CONFIG, OmegaConf.to_yaml(cfg))
@@ -201,6 +213,8 @@ def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     run_dir = RunDir(HydraConfig.get().runtime.output_dir)
+    distributed.export_slurm_environment()
+    distributed.log_to_own_file(run_dir)
     try:
         check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error
         validate_plugins(cfg)
@@ -210,24 +224,30 @@ def main(cfg: DictConfig) -> float | None:
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
         check_generation_backend(cfg)
-        start = start_point(cfg.trainer.resume_from_checkpoint or _requeued(), run_dir, cfg.trainer.max_steps)
+        # The main process decides (another one would find the main's first files and call the directory used).
+        start = distributed.on_main(lambda: _decide_start(cfg, run_dir))
         if start.finished is not None:
+            if not distributed.is_main():
+                return None
             print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "
                   f"(trainer.max_steps={cfg.trainer.max_steps}); nothing to resume. Raise trainer.max_steps to "
                   "train further.", flush=True)
             return start.finished.get("eval_metrics", {}).get("accuracy")
         keep_offline(cfg)  # before any model library loads: no lookup of a host the run does not need
         private_temp_dir()
-        write_full_config(cfg, run_dir)
+        if distributed.is_main():
+            write_full_config(cfg, run_dir)
         summary = train(cfg, run_dir, start)
     except AOCalibError as exc:
         log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        if distributed.is_main():
+            print(f"error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
-        print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: python -m ao_calib.run <same overrides> "
-              f"trainer.resume_from_checkpoint=latest hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
+        if distributed.is_main():
+            print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: python -m ao_calib.run <same overrides> "
+                  f"trainer.resume_from_checkpoint=latest hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
         if getattr(exc, "watch", None) is not None:
             exc.watch.hand_over()
         raise SystemExit(getattr(exc, "exit_code", 130)) from None

@@ -89,6 +89,25 @@ class RunDir:
     def overrides(self) -> Path:
         return self.path / self.HYDRA_OVERRIDES
 
+    RANK_FAILURE = "failed_rank{rank}.json"  # the error of a process other than the main one (a multi-process run)
+
+    def rank_failure(self, rank: int) -> Path:
+        return self.path / self.RANK_FAILURE.format(rank=rank)
+
+    def rank_failures(self) -> dict[int, dict]:
+        """{rank: {"error", "host", "pid"}} of the other processes that failed in this run, by rank."""
+        found = {}
+        for path in self.path.glob(self.RANK_FAILURE.format(rank="*")):
+            rank = path.stem.removeprefix("failed_rank")
+            if rank.isdigit():
+                found[int(rank)] = read_json(path) or {}
+        return dict(sorted(found.items()))
+
+    def clear_rank_failures(self) -> None:
+        """At the start of a process of the run (a resume starts clean)."""
+        for path in self.path.glob(self.RANK_FAILURE.format(rank="*")):
+            path.unlink(missing_ok=True)
+
     # Hydra writes these before the run starts: a directory holding only them is still fresh.
     FRESH = (".hydra",)
     FRESH_SUFFIXES = (".log",)

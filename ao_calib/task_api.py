@@ -94,7 +94,9 @@ class Task(ABC):
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
-        task's steering. Returns a JSON-able dict stored in eval.json under its keys."""
+        task's steering. Returns a JSON-able dict stored in eval.json under its keys. In a multi-process run every
+        process calls it (``generate`` splits the rows over them and returns all completions to each), so it must
+        write files and call a judge on the main process only (``ao_calib.distributed.is_main``/``on_main``)."""
         return {}
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:

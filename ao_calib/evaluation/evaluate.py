@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from ao_calib import distributed
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
@@ -19,11 +20,15 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
     """Scores the model on the held-out split; writes the evaluation report and every prediction under ``tag``
     (``RunDir.eval_report`` / ``RunDir.predictions``). Task variants (a control) are scored beside it.
-    Returns the main metrics."""
+    Returns the main metrics.
+
+    Every process of a multi-process run calls it: each generates its share of the rows, and the main process
+    scores them all (the judge sees each row once), writes and prints; every process returns the same metrics."""
     def generate(rows: list[dict], control: bool = False, desc: str = tag) -> list[str]:
-        return generate_completions(model, tokenizer, rows, chat_template_kwargs=chat_template_kwargs,
-                                    max_new_tokens=max_new_tokens, batch_size=batch_size, steering=task.steering(),
-                                    control=control, desc=f"eval ({desc})", temperature=temperature, seed=seed)
+        return distributed.map_split(lambda share: generate_completions(
+            model, tokenizer, share, chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
+            batch_size=batch_size, steering=task.steering(), control=control, desc=f"eval ({desc})",
+            temperature=temperature, seed=seed), rows)
 
     rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
@@ -31,29 +36,43 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)
-        records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
-                    "expected": task.reference_output(row), "scores": scores,
-                    **({"kind": row["kind"]} if row.get("kind") is not None else {})}
-                   for row, completion, scores in zip(rows, completions, task.score_batch(completions, rows))]
-        metrics = task.aggregate(records, run_dir, name)
-        predictions = run_dir.predictions(tag, None if variant == "main" else variant)
-        predictions.unlink(missing_ok=True)
-        append_jsonl(predictions, records)
+        metrics, histogram = distributed.on_main(lambda: _score(task, rows, completions, run_dir, tag, variant,
+                                                                mismatches_printed))
         if variant == "main":
             report["metrics"] = metrics
-            if records and all("confidence" in r["scores"] for r in records):
-                report["confidence_histogram"] = {
-                    "bins": "ten equal-width bins over [0, 1], the last closed",
-                    "counts": confidence_histogram([r["scores"]["confidence"] for r in records])}
-            _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
+            if histogram is not None:
+                report["confidence_histogram"] = histogram
         else:
             report.setdefault("variants", {})[variant] = metrics
-            print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
-                  flush=True)
+            if distributed.is_main():
+                print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
+                      flush=True)
     report.update(task.extra_evaluations(model, tokenizer, generate, run_dir, tag))
-    write_json(run_dir.eval_report(tag), report)
-    log_evaluation(tag, report["metrics"])
+    if distributed.is_main():
+        write_json(run_dir.eval_report(tag), report)
+        log_evaluation(tag, report["metrics"])
     return report["metrics"]
+
+
+def _score(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
+           mismatches_printed: int) -> tuple[dict, dict | None]:
+    """One variant's scores, metrics and predictions file; (metrics, confidence histogram or None)."""
+    name = tag if variant == "main" else f"{tag}_{variant}"
+    records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
+                "expected": task.reference_output(row), "scores": scores,
+                **({"kind": row["kind"]} if row.get("kind") is not None else {})}
+               for row, completion, scores in zip(rows, completions, task.score_batch(completions, rows))]
+    metrics = task.aggregate(records, run_dir, name)
+    predictions = run_dir.predictions(tag, None if variant == "main" else variant)
+    predictions.unlink(missing_ok=True)
+    append_jsonl(predictions, records)
+    histogram = None
+    if variant == "main":
+        if records and all("confidence" in r["scores"] for r in records):
+            histogram = {"bins": "ten equal-width bins over [0, 1], the last closed",
+                         "counts": confidence_histogram([r["scores"]["confidence"] for r in records])}
+        _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
+    return metrics, histogram
 
 
 def _print_summary(task: Task, tag: str, metrics: dict, records: list[dict], shown: int, where: str) -> None:

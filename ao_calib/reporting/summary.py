@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ao_calib import distributed
 from ao_calib.io import write_json
 from ao_calib.run_dir import RunDir, read_json
 
@@ -32,7 +33,11 @@ def git_commit() -> str | None:
 @dataclass
 class RunSummary:
     """summary.json. ``status`` is "running" (with the process id and host, so ``ao_calib.report`` can tell a
-    crashed run from a live one), "completed", "failed" (with the error) or "interrupted" (with the signal)."""
+    crashed run from a live one), "completed", "failed" (with the error) or "interrupted" (with the signal).
+
+    Only the main process writes it. Another process that fails leaves its error in ``RunDir.rank_failure``; the
+    main's closing status is then "failed" with that error, whatever stopped the main process itself (an error in
+    a collective, or the launcher's SIGTERM)."""
 
     run_dir: RunDir
     started: float = field(default_factory=time.time)
@@ -62,6 +67,17 @@ class RunSummary:
             **({"error": error} if error else {}),
             **(extra or {}),
         }
+        if not distributed.is_main():
+            if status == "failed":
+                write_json(self.run_dir.rank_failure(distributed.rank()), {"error": error, "host": summary["host"],
+                                                                           "pid": summary["pid"]})
+            return summary
+        if status in ("failed", "interrupted"):
+            others = self.run_dir.rank_failures()
+            if others:
+                summary.update(status="failed", error="; ".join(
+                    [f"rank {r}: {info.get('error')}" for r, info in others.items()]
+                    + ([f"rank 0: {error}"] if error else [])))
         write_json(self.run_dir.summary, summary)
         return summary
 

@@ -21,6 +21,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from ao_calib import distributed
 from ao_calib.steering.layout import get_decoder_layers
 
 log = logging.getLogger(__name__)
@@ -128,16 +129,28 @@ def extract_activations(model, tokenizer, prompts: Sequence[str], layers: Sequen
     if cache:
         for i, key in enumerate(keys):
             results[i] = cache.get(key)
-    todo = [i for i, r in enumerate(results) if r is None]
+    # Over several processes, the main's list of misses is split between them: each prompt is run and cached by
+    # one process, and every process receives all of them.
+    todo = distributed.broadcast([i for i, r in enumerate(results) if r is None])
     stats.texts += len(texts)
     stats.cache_hits += len(texts) - len(todo)
-    for start in range(0, len(todo), batch_size):
-        chunk = todo[start : start + batch_size]
+    mine = distributed.split(todo)
+    computed: list[dict[int, torch.Tensor]] = []
+    for start in range(0, len(mine), batch_size):
+        chunk = mine[start : start + batch_size]
         for i, acts in zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule)):
-            results[i] = acts
+            computed.append(acts)
             if cache:
                 cache.put(keys[i], acts)
         stats.forward_passes += 1
+    for i, acts in zip(todo, distributed.gather_split(computed, len(todo))):
+        results[i] = acts
+    # A cached file the main process could read and this one could not (a disk error): run here.
+    unread = [i for i, r in enumerate(results) if r is None]
+    for start in range(0, len(unread), batch_size):
+        chunk = unread[start : start + batch_size]
+        for i, acts in zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule)):
+            results[i] = acts
     return results  # type: ignore[return-value]
 
 

@@ -11,7 +11,11 @@ DECODER_LAYERS_PATH: dict[str, str] = {
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers model inside any peft wrapping (PeftModel and LoraModel expose it via get_base_model)."""
+    """The transformers model inside any process wrapper (DDP, DeepSpeed's engine: accelerate knows them all) and
+    any peft wrapping (PeftModel and LoraModel expose it via get_base_model)."""
+    from accelerate.utils import extract_model_from_parallel
+
+    model = extract_model_from_parallel(model, keep_fp32_wrapper=True)
     while hasattr(model, "get_base_model") and model.get_base_model() is not model:
         model = model.get_base_model()
     return model

@@ -30,7 +30,8 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
     from hydra.utils import get_method
     from transformers.trainer_callback import ProgressCallback
 
-    from ao_calib.trainers.callbacks import MetricsFileCallback, RewardProgressCallback, RewardScheduleCallback
+    from ao_calib.trainers.callbacks import (MetricsFileCallback, ProcessLayoutCallback, RewardProgressCallback,
+                                             RewardScheduleCallback)
 
     try:
         builder: TrainerBuilder = get_method(stage._target_)
@@ -40,6 +41,7 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
     trainer = builder(setup, stage, stage_name, [*extra_callbacks, metrics_file])
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(RewardProgressCallback(desc=stage_name))
+    trainer.add_callback(ProcessLayoutCallback(trainer.accelerator))
     schedule = setup.schedule
     if schedule is not None and len(schedule.phases) > 1 and hasattr(trainer, "set_reward_weights"):
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))

@@ -41,6 +41,22 @@ class MetricsFileCallback(TrainerCallback):
             f.write(json.dumps(record) + "\n")
 
 
+class ProcessLayoutCallback(TrainerCallback):
+    """Says once per stage how training is spread over processes, as the trainer's accelerator set it up: the
+    strategy (NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED), the process count and how the model is held."""
+
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from torch.distributed.fsdp import FSDPModule
+
+        # FSDP2 shards in place: the trainer's own model's layers become FSDPModules.
+        sharded = model is not None and any(isinstance(m, FSDPModule) for m in model.modules())
+        log.info("training on %d process(es), %s%s", self.accelerator.num_processes,
+                 self.accelerator.distributed_type.value, ", parameters sharded by FSDP2" if sharded else "")
+
+
 class RewardProgressCallback(TrainerCallback):
     """A progress bar whose postfix shows the latest reward, loss and KL instead of printing every log dict."""
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ao_calib import distributed
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.run_dir import RunDir
@@ -63,6 +64,9 @@ def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> 
         use_cpu=not on_gpu,
         report_to=["wandb"] if setup.report_to_wandb else "none",
         dataloader_num_workers=0,
+        # Every trained parameter (LoRA, PPO's value head) gets a gradient in every step. With the default search
+        # for unused ones, DDP would mark the value head, applied outside the wrapped forward, ready twice.
+        ddp_find_unused_parameters=False,
     )
 
 
@@ -82,13 +86,12 @@ def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
 
 def group_kwargs(stage: DictConfig) -> dict:
     """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
-    ``num_generations`` completions, in forward passes of ``micro_batch_size``."""
-    completions_per_step = stage.batch_size * stage.num_generations
-    micro = stage.micro_batch_size or completions_per_step
+    ``num_generations`` completions over all processes, in forward passes of ``micro_batch_size``."""
+    micro, accumulation = per_process(stage.batch_size * stage.num_generations, stage.micro_batch_size,
+                                      "batch_size*num_generations")
     return dict(
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=divide(completions_per_step, micro,
-                                           "trainer.micro_batch_size and batch_size*num_generations"),
+        gradient_accumulation_steps=accumulation,
         num_generations=stage.num_generations,
         beta=stage.beta,
         epsilon=stage.epsilon,
@@ -114,6 +117,17 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
         generation_merged_copy=stage.generation_merged_copy,
         **extra,
     )
+
+
+def per_process(total: int, micro: int | None, what: str) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation steps) for an optimiser step of ``total`` examples over all
+    processes: the config's batch sizes are global, so a run on 2 GPUs takes the same steps as on one. A
+    ``micro`` batch larger than a process's share is cut to the share."""
+    world = distributed.world_size()
+    local = divide(total, world, f"{what} over the {world} processes") if world > 1 else total
+    micro = min(micro or local, local)
+    return micro, divide(local, micro, f"micro_batch_size and {what}" + (
+        f" per process ({total}/{world})" if world > 1 else ""))
 
 
 def divide(total: int, part: int, what: str) -> int:
@@ -145,11 +159,15 @@ class AtomicCheckpointMixin:
         staging = final_root / STAGING
         if self.args.should_save:
             shutil.rmtree(staging, ignore_errors=True)  # what a killed save left behind
+        # Every process writes into the staging folder (its RNG state at least): the main one clears it before
+        # and renames it after all of them are done.
+        self.accelerator.wait_for_everyone()
         self._staging_root = str(staging)
         try:
             super()._save_checkpoint(model, trial)
         finally:
             self._staging_root = None
+        self.accelerator.wait_for_everyone()
         if self.args.should_save:
             target = final_root / name
             if target.exists():  # the same step saved again (a resumed run's first save): replace it whole

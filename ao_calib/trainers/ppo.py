@@ -26,7 +26,8 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
-from ao_calib.trainers.common import TrainerSetup, build_online_trainer, divide, sampling_kwargs, training_kwargs
+from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, divide, per_process, sampling_kwargs,
+                                      training_kwargs)
 from ao_calib.trainers.grpo import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
 
@@ -225,6 +226,8 @@ class PPOTrainer(AOGRPOTrainer):
 
     def _save(self, output_dir: str | None = None, state_dict=None):
         super()._save(output_dir, state_dict)
+        if not self.args.should_save:  # transformers calls _save on every process; the main one writes
+            return
         from safetensors.torch import save_file
 
         head = self.value_head
@@ -245,13 +248,13 @@ class PPOTrainer(AOGRPOTrainer):
 
 def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
     minibatch = divide(t.batch_size, t.num_mini_batches, "trainer.num_mini_batches and batch_size")
-    micro = t.micro_batch_size or minibatch
+    micro, accumulation = per_process(minibatch, t.micro_batch_size, "batch_size/num_mini_batches")
     return PPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=divide(minibatch, micro, "trainer.micro_batch_size and the mini-batch size"),
-        steps_per_generation=t.batch_size // micro,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=t.num_mini_batches * accumulation,  # one generation batch: batch_size rollouts in all
         num_iterations=t.ppo_epochs,
         beta=t.kl_coef,
         epsilon=t.cliprange,

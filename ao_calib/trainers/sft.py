@@ -11,7 +11,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
-from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, divide, training_kwargs
+from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, per_process, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
@@ -69,11 +69,11 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
-    micro = stage.micro_batch_size or stage.batch_size
+    micro, accumulation = per_process(stage.batch_size, stage.micro_batch_size, "batch_size")
     return SFTConfig(
         **training_kwargs(setup, stage, stage_name),
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=divide(stage.batch_size, micro, "micro_batch_size and batch_size"),
+        gradient_accumulation_steps=accumulation,
         max_length=stage.max_length,
         completion_only_loss=True,
         remove_unused_columns=False,  # the steering collator reads each row's activation id

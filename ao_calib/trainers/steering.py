@@ -12,10 +12,14 @@ trainer steers its loss pass with them.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from trl.trainer.utils import pad
 
 from ao_calib.steering import SteeringBatch
+
+log = logging.getLogger(__name__)
 
 
 class SteeringMixin:
@@ -26,6 +30,13 @@ class SteeringMixin:
         self.steering = steering
         self._scoring_rows: list[dict] | None = None  # the generation batch while TRL generates and scores it
         self._loss_batch: SteeringBatch | None = None  # the micro-batch's own steering during the loss pass
+
+    def train(self, *args, **kwargs):
+        output = super().train(*args, **kwargs)
+        # Per process (each logs to its own file in a multi-process run): the rows whose placeholders were checked.
+        log.info("steering: %d rows checked in %d steered passes on this process", self.steering.stats["checked_rows"],
+                 self.steering.stats["passes"])
+        return output
 
     def _generate_and_score_completions(self, inputs):
         self._scoring_rows = inputs

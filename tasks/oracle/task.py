@@ -12,6 +12,7 @@ import datasets
 
 from omegaconf import OmegaConf
 
+from ao_calib import distributed
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.calibration.metrics import CORRECT_AT, calibration_report
@@ -237,9 +238,15 @@ class OracleTask(Task):
         from ao_calib.evaluation.generation import generate_completions
 
         rows = data.train.to_list()[: stage.num_questions or None]
-        raw = generate_completions(model, tokenizer, rows, chat_template_kwargs=OmegaConf.to_container(
-            self.cfg.model.chat_template_kwargs, resolve=True), max_new_tokens=stage.max_new_tokens,
-            batch_size=stage.generation_batch_size, steering=self._steering, desc="format warm-up: own answers")
+        raw = distributed.map_split(lambda share: generate_completions(
+            model, tokenizer, share, chat_template_kwargs=OmegaConf.to_container(
+                self.cfg.model.chat_template_kwargs, resolve=True), max_new_tokens=stage.max_new_tokens,
+            batch_size=stage.generation_batch_size, steering=self._steering, desc="format warm-up: own answers"), rows)
+        # Judged, written and printed once; every process trains on the same targets.
+        targets = distributed.on_main(lambda: self._format_targets(stage, rows, raw, run_dir))
+        return TaskData(train=datasets.Dataset.from_list(targets), test=data.test)
+
+    def _format_targets(self, stage, rows: list[dict], raw: list[str], run_dir: RunDir) -> list[dict]:
         answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
         kept = [(r, a) for r, a in zip(rows, answers) if a]
         source = str(getattr(stage.confidence, "value", stage.confidence))
@@ -272,7 +279,7 @@ class OracleTask(Task):
               f"tagged from the {source} ({len(rows) - len(kept)} empty answers, "
               f"{len(kept) - len(targets)} not judged); confidence mean {sum(tagged) / len(tagged):.1f}, "
               f"std {statistics.pstdev(tagged):.1f}", flush=True)
-        return TaskData(train=datasets.Dataset.from_list(targets), test=data.test)
+        return targets
 
     def oracle_rows(self, rows: list[dict], tokenizer, model, seed: int = 0) -> list[dict]:
         """Oracle rows (with activations extracted into the steering store) for more labelled rows: a
@@ -307,10 +314,11 @@ class OracleTask(Task):
                          "control_completion": cc} for r, c, sc, cc in zip(oracle_rows, completions, scores, controls)]
         if pooled:
             results["overall"] = _calibration_of(pooled)
-        predictions = run_dir.predictions(tag, "classification")
-        predictions.unlink(missing_ok=True)
-        append_jsonl(predictions, records)
-        _print_classification_table(tag, results, skipped)
+        if distributed.is_main():
+            predictions = run_dir.predictions(tag, "classification")
+            predictions.unlink(missing_ok=True)
+            append_jsonl(predictions, records)
+            _print_classification_table(tag, results, skipped)
         return {"classification": results, "classification_skipped": skipped}
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:

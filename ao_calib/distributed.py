@@ -1,0 +1,176 @@
+"""One run over several processes (torchrun, ``accelerate launch``, a multi-task SLURM job).
+
+The processes are the ones TRL's trainers already train with (accelerate's ``PartialState``); this module adds
+what a whole run needs around training: one start time (so every rank names the same run directory), the main
+process deciding and the others following (``on_main``), and work split by rank and gathered back in the original
+order (``split``/``gather_split``). With one process every helper is a plain call, and nothing initialises a
+process group.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def export_slurm_environment() -> None:
+    """A SLURM job with several tasks (``hydra.launcher.tasks_per_node`` > 1, or several nodes) starts one process
+    per task but sets none of the variables torch.distributed reads; submitit's ``TorchDistributedEnvironment``
+    derives them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) from SLURM's. Nothing to do under
+    torchrun/accelerate (RANK is set) or in a one-task job."""
+    if "RANK" in os.environ or int(os.environ.get("SLURM_NTASKS") or 1) <= 1 or "SLURM_PROCID" not in os.environ:
+        return
+    from submitit.helpers import TorchDistributedEnvironment
+
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE") or 1)
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK") or 0)
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def is_distributed() -> bool:
+    return world_size() > 1
+
+
+def _ready() -> None:
+    """The process group, through accelerate (as the trainers will find it later): gloo on CPU, NCCL on GPUs."""
+    from accelerate import PartialState
+
+    PartialState()
+
+
+def barrier() -> None:
+    if is_distributed():
+        import torch.distributed as dist
+
+        _ready()
+        dist.barrier()
+
+
+def broadcast(value: T) -> T:
+    """The main process's ``value`` on every process (any picklable object)."""
+    if not is_distributed():
+        return value
+    import torch.distributed as dist
+
+    _ready()
+    box = [value if is_main() else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_gather(value: T) -> list[T]:
+    """Every process's ``value``, in rank order, on every process."""
+    if not is_distributed():
+        return [value]
+    import torch.distributed as dist
+
+    _ready()
+    out: list[Any] = [None] * world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def on_main(fn: Callable[[], T]) -> T:
+    """``fn()`` on the main process only, its result (or its exception) on every process: for what must happen
+    once (judge calls, file writes) while the others wait for the outcome."""
+    if not is_distributed():
+        return fn()
+    outcome: tuple[str, Any] = ("ok", None)
+    if is_main():
+        try:
+            outcome = ("ok", fn())
+        except BaseException as exc:  # noqa: BLE001 -- handed to every rank, re-raised below
+            outcome = ("error", exc)
+    kind, value = broadcast(outcome)
+    if kind == "error":
+        raise value
+    return value
+
+
+def split(items: Sequence[T]) -> list[T]:
+    """This process's share of ``items``: every ``world_size``-th item from its rank (shares differ by one item at
+    most, and the same rows go to the same rank on every call)."""
+    return list(items[rank()::world_size()])
+
+
+def gather_split(shares: list[T], total: int) -> list[T]:
+    """The inverse of ``split``: every process's share back into the original order, on every process."""
+    if not is_distributed():
+        return shares
+    gathered = all_gather(shares)
+    out: list[Any] = [None] * total
+    for r, share in enumerate(gathered):
+        out[r::world_size()] = share
+    return out
+
+
+def map_split(fn: Callable[[list[T]], list[Any]], items: Sequence[T]) -> list[Any]:
+    """``fn`` over this process's share, the results of all shares in the order of ``items``, on every process."""
+    return gather_split(fn(split(items)), len(items))
+
+
+@functools.cache
+def start_time() -> datetime.datetime:
+    """When the run started, as the main process saw it: run directories named by time are the same on every rank
+    (each rank's own clock would give each its own directory)."""
+    return broadcast(datetime.datetime.now())
+
+
+def _run_started(pattern: str) -> str:
+    return start_time().strftime(pattern)
+
+
+# ``${run_started:%H-%M-%S}`` in ``hydra.run.dir``: Hydra's own ``now`` is read separately by each process. (A sweep
+# directory is decided once, by the launcher's process, so it keeps ``now``.)
+OmegaConf.register_new_resolver("run_started", _run_started, replace=True)
+
+
+def log_to_own_file(run_dir) -> None:
+    """The other processes log to ``rank<N>.log`` in the run directory instead of into the main's log file, and
+    show only warnings on the console (the main process speaks for the run)."""
+    if is_main():
+        return
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler):
+            root.removeHandler(handler)
+            handler.close()
+            own = logging.FileHandler(os.path.join(str(run_dir), f"rank{rank()}.log"))
+            own.setFormatter(handler.formatter)
+            own.setLevel(handler.level)
+            root.addHandler(own)
+        elif isinstance(handler, logging.StreamHandler):
+            handler.setLevel(max(handler.level, logging.WARNING))
+
+
+def device():
+    """This process's device as accelerate assigns it (``cuda:LOCAL_RANK`` on GPUs, the CPU otherwise)."""
+    from accelerate import PartialState
+
+    return PartialState().device
+
+
+def sharded() -> bool:
+    """Launched with one of the sharding configs (FSDP, DeepSpeed ZeRO): the model is placed by the trainer's
+    accelerator, which shards it, rather than copied whole onto each device first."""
+    return any(os.environ.get(flag, "false").lower() == "true"
+               for flag in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"))

@@ -1,0 +1,215 @@
+"""Runs over two processes on CPU (torchrun, gloo), against one process with the same global batch: one run
+directory, one summary and closing screen, the same metric rows, the same held-out predictions before training
+(evaluation split over the ranks and gathered back in order) and held-out numbers within a stated tolerance after
+it; the oracle's placeholder check runs in every pass of both processes; a failing rank fails the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ao_calib import distributed
+from ao_calib.run_dir import RunDir
+from tests.conftest import PROJECT_ROOT
+
+# After a few steps the two runs' held-out numbers may differ only by what different sampled completions (each
+# rank draws its own) do to a few updates: on these tiny runs, at most this much on a [0, 1] metric.
+TOLERANCE = 0.15
+
+CASES = {
+    "function_call_grpo": ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=8"],
+    "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "trainer.max_steps=2",
+                          "warmup.max_steps=6"],
+    # Windows of 1-6 positions: a row paired with another row's vectors would put them off the placeholders.
+    "oracle_grpo": ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
+                    "task.activations.window_max=6"],
+}
+
+
+def launch(out: Path, processes: int, overrides: list[str], env: dict | None = None
+           ) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    """``python -m ao_calib.run`` (one process) or ``torchrun --nproc_per_node N -m ao_calib.run``; returns the
+    result and the run directories made under ``out``."""
+    launcher = [] if processes == 1 else ["-m", "torch.distributed.run", "--standalone",
+                                          f"--nproc_per_node={processes}"]
+    cmd = [sys.executable, *launcher, "-m", "ao_calib.run", *overrides, f"paths.output_dir={out}"]
+    result = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    return result, sorted(p for p in (out / "runs").glob("*/*/*") if p.is_dir())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def headline(run: Path, tag: str) -> dict[str, float]:
+    metrics = json.loads(RunDir(run).eval_report(tag).read_text())["metrics"]
+    return {k: v for k, v in metrics.items() if isinstance(v, float) and v == v and 0.0 <= v <= 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_processes_make_one_run_with_one_process_numbers(tmp_path, case):
+    one, (single,) = launch(tmp_path / "one", 1, CASES[case])
+    assert one.returncode == 0, one.stderr[-3000:]
+    two, runs = launch(tmp_path / "two", 2, CASES[case])
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert len(runs) == 1, runs  # every rank used the main process's directory
+    (run,) = runs
+    assert two.stdout.count("run completed") == 1 and two.stderr.count("run completed") == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["final_metrics"]["step"] == \
+        json.loads((single / "summary.json").read_text())["final_metrics"]["step"]
+    assert not list(run.glob("failed_rank*.json"))
+    # One metrics row per logged step and stage, as in one process (the other rank writes none).
+    ours, theirs = read_jsonl(run / "metrics.jsonl"), read_jsonl(single / "metrics.jsonl")
+    assert [(r["stage"], r["step"]) for r in ours] == [(r["stage"], r["step"]) for r in theirs]
+    # Before training both see the same model: the split-and-gathered evaluation gives one process's predictions,
+    # row for row.
+    initial = [r["completion"] for r in read_jsonl(RunDir(run).predictions("initial"))]
+    assert initial == [r["completion"] for r in read_jsonl(RunDir(single).predictions("initial"))]
+    assert len(initial) == json.loads(RunDir(run).eval_report("initial").read_text())["num_samples"]
+    for tag in ("initial", "final"):
+        got, want = headline(run, tag), headline(single, tag)
+        assert got.keys() == want.keys() and got
+        far = {k: (got[k], want[k]) for k in got if abs(got[k] - want[k]) > (1e-6 if tag == "initial" else TOLERANCE)}
+        assert not far, f"{tag}: {far}"
+    assert (run / "adapter" / "adapter_config.json").is_file() and (run / "rank1.log").is_file()
+    if case == "oracle_grpo":
+        for log in (run / "run.log", run / "rank1.log"):
+            checked = re.findall(r"steering: (\d+) rows checked", log.read_text())
+            assert checked and int(checked[-1]) > 0, log
+
+
+@pytest.mark.slow
+def test_a_failing_rank_fails_the_run_with_its_error(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "rank_rewards.py").write_text(textwrap.dedent('''
+        import os
+
+        def fails_on_rank_one(completions, **kwargs):
+            if os.environ.get("RANK") == "1":
+                raise RuntimeError("rank one cannot score")
+            return [0.0] * len(completions)
+    '''))
+    result, (run,) = launch(tmp_path / "out", 2, [
+        *CASES["function_call_grpo"], "eval.initial=false",
+        "+reward.components.fragile={_target_:rank_rewards.fails_on_rank_one,weight:0.5}"],
+        env={"PYTHONPATH": str(package)})
+    assert result.returncode != 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed", summary
+    assert "rank 1" in summary["error"] and "rank one cannot score" in summary["error"]
+
+
+def _ranks_work(rank: int, port: int, out: str) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    items = [f"row{i}" for i in range(7)]
+    share = distributed.split(items)
+    gathered = distributed.map_split(lambda rows: [r.upper() for r in rows], items)
+    decided = distributed.on_main(lambda: f"rank {distributed.rank()} decided")
+    try:
+        distributed.on_main(lambda: 1 / 0)
+        error = None
+    except ZeroDivisionError as exc:
+        error = type(exc).__name__
+    Path(out, f"{rank}.json").write_text(json.dumps({"share": share, "gathered": gathered, "decided": decided,
+                                                     "error": error}))
+
+
+def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ranks_work, args=(port, str(tmp_path)), nprocs=2, join=True)
+    results = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    assert results[0]["share"] == ["row0", "row2", "row4", "row6"] and results[1]["share"] == ["row1", "row3", "row5"]
+    for r in results:  # every process gets all results in the original order, the main's decision, its error
+        assert r["gathered"] == [f"ROW{i}" for i in range(7)]
+        assert r["decided"] == "rank 0 decided" and r["error"] == "ZeroDivisionError"
+    # One process: plain calls, no process group.
+    assert distributed.split([1, 2, 3]) == [1, 2, 3] and distributed.on_main(lambda: "x") == "x"
+
+
+def _fsdp2_step(rank: int, port: int, out: str) -> None:
+    """One steered training step of the tiny model, unsharded and then sharded by FSDP2 over two processes."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.steering import steer
+    from ao_calib.steering.layout import get_decoder_layers
+
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    cfg = compose_run_config(["experiment=function_call_tiny"])
+    torch.manual_seed(0)  # the same LoRA initialisation on both processes
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 4000, (2, 12), generator=generator)
+    vectors = [torch.randn(3, model.config.hidden_size, generator=generator) for _ in range(2)]
+    positions = [[2, 3, 4], [5, 6, 7]]
+
+    def step():
+        with steer(model, vectors, positions, layer=1):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.item()
+
+    whole_loss = step()
+    whole = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    for layer in get_decoder_layers(model):
+        fully_shard(layer)
+    fully_shard(model)
+    sharded_loss = step()
+    grads = {n: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad)
+             for n, p in model.named_parameters() if p.grad is not None}
+    local = sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in model.parameters())
+    Path(out, f"{rank}.json").write_text(json.dumps({
+        "losses": [whole_loss, sharded_loss], "same_grads": sorted(grads) == sorted(whole) and all(
+            torch.allclose(grads[n], whole[n], rtol=1e-4, atol=1e-6) for n in whole),
+        "grads": len(whole), "local": local, "full": sum(p.numel() for p in model.parameters())}))
+    dist.destroy_process_group()
+
+
+def test_fsdp2_shards_the_tiny_model_and_a_steered_step_matches_one_process(tmp_path):
+    """accelerate turns FSDP on for GPUs only (on CPU its processes are plain MULTI_CPU), so this applies torch's
+    FSDP2 (``fully_shard``, what conf/accelerate/fsdp2.yaml selects) directly, on gloo: each process holds half of
+    the parameters, and a steered forward/backward gives the unsharded loss and LoRA gradients."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+
+    cfg = compose_run_config(["experiment=function_call_tiny"])
+    models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_fsdp2_step, args=(port, str(tmp_path)), nprocs=2, join=True)
+    for rank in range(2):
+        result = json.loads((tmp_path / f"{rank}.json").read_text())
+        whole_loss, sharded_loss = result["losses"]
+        assert abs(whole_loss - sharded_loss) < 1e-5 and result["grads"] > 0 and result["same_grads"]
+        assert result["local"] * 2 == result["full"]  # every parameter split in two
