@@ -22,16 +22,20 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def export_slurm_environment() -> None:
-    """A SLURM job with several tasks (``hydra.launcher.tasks_per_node`` > 1, or several nodes) starts one process
-    per task but sets none of the variables torch.distributed reads; submitit's ``TorchDistributedEnvironment``
-    derives them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) from SLURM's. Nothing to do under
-    torchrun/accelerate (RANK is set) or in a one-task job."""
-    if "RANK" in os.environ or int(os.environ.get("SLURM_NTASKS") or 1) <= 1 or "SLURM_PROCID" not in os.environ:
+def export_submitit_environment() -> None:
+    """A submitit job with several tasks (``hydra.launcher.tasks_per_node`` > 1, or several nodes, under
+    ``hydra/launcher=slurm`` or ``submitit_local``) starts one process per task but sets none of the variables
+    torch.distributed reads; submitit's ``TorchDistributedEnvironment`` derives them (RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT) from the job's. Nothing to do under torchrun/accelerate (RANK is set), outside
+    submitit, or in a one-task job. (torchrun is not started inside a submitit job: the tasks are the processes.)"""
+    if "RANK" in os.environ or not os.environ.get("SUBMITIT_EXECUTOR"):
         return
+    from submitit import JobEnvironment
     from submitit.helpers import TorchDistributedEnvironment
 
-    TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+    if JobEnvironment().num_tasks > 1:
+        # Each process picks its GPU by LOCAL_RANK (accelerate's device), so CUDA_VISIBLE_DEVICES stays whole.
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
 
 
 def world_size() -> int:

@@ -213,7 +213,7 @@ def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     run_dir = RunDir(HydraConfig.get().runtime.output_dir)
-    distributed.export_slurm_environment()
+    distributed.export_submitit_environment()
     distributed.log_to_own_file(run_dir)
     try:
         check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error

@@ -1,11 +1,14 @@
-"""Sweeps through hydra-submitit-launcher: the SLURM preset composes with its fields, a local two-job sweep runs as
-real submitit processes and is reported, and a job SLURM requeued continues in its own directory."""
+"""Sweeps through hydra-submitit-launcher: the SLURM preset composes with its fields, a local two-job sweep (each job
+two tasks, one run over two processes) runs as real submitit processes and is reported, and a job SLURM requeued
+continues in its own directory. The accelerate configs are read by accelerate's own launcher."""
 
 from __future__ import annotations
 
 import json
 
-from tests.conftest import run_cli
+import pytest
+
+from tests.conftest import CONF_DIR, run_cli
 
 TINY = ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=4"]
 
@@ -21,13 +24,18 @@ def test_the_slurm_launcher_composes_with_its_fields_overridable():
 
 
 def test_a_local_submitit_sweep_runs_each_point_as_a_job_and_is_reported(tmp_path):
+    """Each point a job of two tasks, as a two-GPU SLURM job would be: submitit starts both processes and the run
+    derives torch.distributed's variables from the job (no torchrun inside the job)."""
     sweep = tmp_path / "sweep"
-    result = run_cli("ao_calib.run", "-m", "hydra/launcher=submitit_local", *TINY, "trainer.lr=1e-5,3e-5",
-                     f"hydra.sweep.dir={sweep}")
+    result = run_cli("ao_calib.run", "-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", *TINY,
+                     "trainer.lr=1e-5,3e-5", f"hydra.sweep.dir={sweep}", env={"OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     runs = sorted(p for p in sweep.iterdir() if (p / "summary.json").is_file())
     assert len(runs) == 2
     assert all(json.loads((r / "summary.json").read_text())["status"] == "completed" for r in runs)
+    for run in runs:  # one run per job, trained by both of its tasks
+        for log in (run / "run.log", run / "rank1.log"):
+            assert "training on 2 process(es)" in log.read_text(), log
     jobs = [p for p in (sweep / ".submitit").iterdir() if p.name != "%j"]
     assert len(jobs) == 2  # two submitit jobs, each with its own folder of logs
     (sweep / "report.md").unlink()
@@ -49,3 +57,24 @@ def test_a_requeued_slurm_job_resumes_in_its_own_directory(tmp_path):
              if json.loads(line).get("stage") == "train" and "loss" in json.loads(line)]
     assert steps == sorted(set(steps)) and steps[-1] == 3  # steps 1-2 kept, step 3 added, none twice
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp2", "zero3"])
+def test_the_accelerate_configs_are_what_accelerate_launch_reads(name):
+    """``accelerate launch --config_file conf/accelerate/<name>.yaml -m ao_calib.run ...`` as accelerate's own
+    launcher parses and validates it (a GPU machine runs it; here the strategy it selects is checked)."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(
+        ["--config_file", str(CONF_DIR / "accelerate" / f"{name}.yaml"), "-m", "ao_calib.run", "task=oracle"])
+    args, _, _ = _validate_launch_command(args)
+    assert args.num_processes >= 2 and args.mixed_precision == "bf16"
+    if name == "ddp":
+        assert args.multi_gpu and not args.use_fsdp and not args.use_deepspeed
+    elif name == "fsdp2":
+        env = prepare_multi_gpu_env(args)
+        assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
+        assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
+    else:
+        assert args.use_deepspeed and int(args.zero_stage) == 3 and str(args.zero3_init_flag).lower() == "true"
