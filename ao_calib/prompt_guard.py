@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from ao_calib import distributed
 from ao_calib.errors import AOCalibError
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,9 @@ def guard_prompts(data, tokenizer, limit: int | None, policy: str, chat_template
         log.warning("%s split: %d of %d prompts exceed trainer.max_prompt_length=%d tokens (longest %d): %s",
                     name, len(over), len(lengths), limit, longest,
                     "truncated" if policy == "truncate" else "dropped")
-        print(f"[prompts] {name}: {len(over)} of {len(lengths)} prompts over trainer.max_prompt_length={limit} "
-              f"tokens (longest {longest}) {'truncated' if policy == 'truncate' else 'dropped'}", flush=True)
+        if distributed.is_main():
+            print(f"[prompts] {name}: {len(over)} of {len(lengths)} prompts over trainer.max_prompt_length={limit} "
+                  f"tokens (longest {longest}) {'truncated' if policy == 'truncate' else 'dropped'}", flush=True)
         splits[name] = split
     if counts and len(splits["train"]) == 0:
         raise AOCalibError(f"every training prompt exceeds trainer.max_prompt_length={limit} tokens: raise it")

@@ -224,6 +224,9 @@ def main(cfg: DictConfig) -> float | None:
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
         check_generation_backend(cfg)
+        from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
+
+        check_process_split(cfg)
         # The main process decides (another one would find the main's first files and call the directory used).
         start = distributed.on_main(lambda: _decide_start(cfg, run_dir))
         if start.finished is not None:

@@ -78,3 +78,23 @@ def test_the_accelerate_configs_are_what_accelerate_launch_reads(name):
         assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
     else:
         assert args.use_deepspeed and int(args.zero_stage) == 3 and str(args.zero3_init_flag).lower() == "true"
+
+
+def test_the_slurm_fsdp2_preset_exports_what_accelerate_sets_for_our_fsdp2_config():
+    """Under SLURM the tasks start without `accelerate launch`, so the preset sets accelerate's environment itself:
+    the same values accelerate derives from conf/accelerate/fsdp2.yaml."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    from hydra import compose, initialize_config_dir
+
+    import ao_calib.config  # noqa: F401 -- registers the schemas the config files build on
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm_fsdp2"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher.tasks_per_node == launcher.gpus_per_node > 1
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in launcher.setup)
+    args = launch_command_parser().parse_args(
+        ["--config_file", str(CONF_DIR / "accelerate" / "fsdp2.yaml"), "-m", "ao_calib.run"])
+    env = prepare_multi_gpu_env(_validate_launch_command(args)[0])
+    assert exported == {k: env[k] for k in exported}

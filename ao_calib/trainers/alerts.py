@@ -82,7 +82,8 @@ class AlertCallback(TrainerCallback):
                 if self.record_to is not None and state.is_world_process_zero:
                     record_alert(self.record_to, state.global_step, alert.name, message)
                 log.warning("ALERT at step %d: %s", state.global_step, message)
-                print(f"\n[alert] step {state.global_step}: {message}", flush=True)
+                if state.is_world_process_zero:  # one voice for the run; each process keeps its streaks
+                    print(f"\n[alert] step {state.global_step}: {message}", flush=True)
                 logs[f"alert/{alert.name}"] = 1.0
 
 
@@ -116,7 +117,8 @@ class JudgeOutageCallback(TrainerCallback):
             if self.record_to is not None and state.is_world_process_zero:
                 record_alert(self.record_to, state.global_step, "judge_outage", message)
             log.warning("ALERT at step %d: %s", state.global_step, message)
-            print(f"\n[alert] step {state.global_step}: {message}", flush=True)
+            if state.is_world_process_zero:
+                print(f"\n[alert] step {state.global_step}: {message}", flush=True)
         if self.stop_after and self._streak >= self.stop_after:
             self.stop_reason = (f"stopped at step {state.global_step}: judge {judge} masked every sample for "
                                 f"{self._streak} steps in a row (alerts.judge_outage_stop_after="

@@ -130,6 +130,25 @@ def per_process(total: int, micro: int | None, what: str) -> tuple[int, int]:
         f" per process ({total}/{world})" if world > 1 else ""))
 
 
+def check_process_split(cfg: DictConfig) -> None:
+    """At start-up, before any model loads: every stage's optimiser step splits evenly over the processes (the
+    same split the trainers' builders make)."""
+    if not distributed.is_distributed():
+        return
+    for key in ("warmup", "trainer"):
+        stage = cfg.get(key)
+        if stage is None:
+            continue
+        if stage.get("num_mini_batches"):  # PPO: a mini-batch of rollouts per optimiser step
+            total, what = divide(stage.batch_size, stage.num_mini_batches, f"{key}.num_mini_batches and batch_size"), \
+                f"{key}.batch_size/num_mini_batches"
+        elif stage.get("num_generations"):  # GRPO, RLOO: prompts times their completions
+            total, what = stage.batch_size * stage.num_generations, f"{key}.batch_size*num_generations"
+        else:
+            total, what = stage.batch_size, f"{key}.batch_size"
+        per_process(total, stage.get("micro_batch_size"), what)
+
+
 def divide(total: int, part: int, what: str) -> int:
     """``total // part``, or a config error naming both when ``part`` does not divide ``total``."""
     if part <= 0 or total % part:
