@@ -46,6 +46,11 @@ def rank() -> int:
     return int(os.environ.get("RANK") or 0)
 
 
+def local_rank() -> int:
+    """The process's index on its machine: its GPU."""
+    return int(os.environ.get("LOCAL_RANK") or 0)
+
+
 def is_main() -> bool:
     return rank() == 0
 

@@ -156,7 +156,7 @@ def load_base_model(model_cfg: DictConfig, source: str):
 
         extra = {"quantization_config": BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=dtype), "device_map": {"": distributed.device()}}
+            bnb_4bit_compute_dtype=dtype), "device_map": {"": distributed.local_rank()}}
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=dtype, attn_implementation=model_cfg.attn_implementation, **extra
     )

@@ -9,7 +9,9 @@ model=qwen3_8b|gemma3_27b`` runs (its dtype, attention implementation, LoRA and 
     python -m bench.full_size step   [--rounds 3] [--steps 2] [--write BENCHMARKS.md]
     python -m bench.full_size memory [--steps 2] [--write BENCHMARKS.md]
 
-``--layers N`` keeps N decoder layers (a quicker look on a smaller GPU). ``--shrink`` swaps in the tiny shapes, a
+``--generation fast|fast_unmerged`` runs the oracle's rollouts on ``trainer.fast_generation`` (with or without its
+merged generation copy; the 27B shape has no room for the copy, so ``memory`` takes ``fast_unmerged``) instead of
+TRL's generate path. ``--layers N`` keeps N decoder layers (a quicker look on a smaller GPU). ``--shrink`` swaps in the tiny shapes, a
 smoke test of this script on CPU (what the test suite runs); its numbers mean nothing and ``--write`` refuses them.
 """
 
@@ -63,6 +65,9 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
         shape = dataclasses.replace(shape, num_hidden_layers=args.layers)
     overrides += [f"model.num_hidden_layers={shape.num_hidden_layers}",
                   f"model.lora.rank={args.rank}", f"model.lora.alpha={2 * args.rank}"]
+    if args.generation != "trl":
+        overrides += ["trainer.fast_generation=true",
+                      f"trainer.generation_merged_copy={str(args.generation == 'fast').lower()}"]
     return shape, overrides
 
 
@@ -72,7 +77,8 @@ def describe(shape: TinyModelConfig, bench: GRPOBench) -> str:
     return (f"{shape.num_hidden_layers} layers x {shape.hidden_size}, {params:.2f}B params, {m.dtype} "
             f"{m.attn_implementation}, LoRA rank {m.lora.rank}, gradient checkpointing "
             f"{'on' if m.gradient_checkpointing else 'off'}; {t.batch_size} prompts x {t.num_generations} "
-            f"completions of up to {t.max_completion_length} tokens, beta {t.beta}")
+            f"completions of up to {t.max_completion_length} tokens, beta {t.beta}; generation "
+            f"{'TRL' if not t.fast_generation else 'fast' if t.generation_merged_copy else 'fast, unmerged'}")
 
 
 def run_step(args) -> list[str]:
@@ -118,6 +124,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--rank", type=int, default=64, help="LoRA rank (alpha = 2 x rank)")
     parser.add_argument("--layers", type=int, default=None, help="keep this many decoder layers")
     parser.add_argument("--shrink", action="store_true", help="tiny shapes: a smoke test on CPU")
+    parser.add_argument("--generation", choices=["trl", "fast", "fast_unmerged"], default="trl",
+                        help="the oracle's rollouts: TRL's generate path or trainer.fast_generation")
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.write and (args.shrink or not torch.cuda.is_available()):
