@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
+from ao_calib import distributed
 from ao_calib.rewards import RewardSchedule
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,10 @@ class StopOnSignalCallback(TrainerCallback):
         self.watch = watch
 
     def on_step_end(self, args, state, control, **kwargs):
+        if distributed.is_distributed():
+            # A signal reaches the processes at different moments: all stop at the same step (the checkpoint is
+            # saved by all of them together), as soon as any one has it. Every process asks at every step.
+            self.watch.received = next((r for r in distributed.all_gather(self.watch.received) if r), None)
         if self.watch.received is not None:
             control.should_save = True
             control.should_training_stop = True
