@@ -249,7 +249,9 @@ def main(cfg: DictConfig) -> float | None:
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
         if distributed.is_main():
-            print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: python -m ao_calib.run <same overrides> "
+            command = ("<the same launcher> -m ao_calib.run" if distributed.is_distributed()
+                       else "python -m ao_calib.run")
+            print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: {command} <same overrides> "
                   f"trainer.resume_from_checkpoint=latest hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
         if getattr(exc, "watch", None) is not None:
             exc.watch.hand_over()
