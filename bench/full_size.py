@@ -10,7 +10,7 @@ model=qwen3_8b|gemma3_27b`` runs (its dtype, attention implementation, LoRA and 
     python -m bench.full_size memory [--steps 2] [--write BENCHMARKS.md]
 
 ``--generation fast|fast_unmerged`` runs the oracle's rollouts on ``trainer.fast_generation`` (with or without its
-merged generation copy; the 27B shape has no room for the copy, so ``memory`` takes ``fast_unmerged``) instead of
+merged generation copy; the 27B shape has no room for the copy: ``memory`` wants ``fast_unmerged``) instead of
 TRL's generate path. ``--layers N`` keeps N decoder layers (a quicker look on a smaller GPU). ``--shrink`` swaps in the tiny shapes, a
 smoke test of this script on CPU (what the test suite runs); its numbers mean nothing and ``--write`` refuses them.
 """
@@ -65,10 +65,14 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
         shape = dataclasses.replace(shape, num_hidden_layers=args.layers)
     overrides += [f"model.num_hidden_layers={shape.num_hidden_layers}",
                   f"model.lora.rank={args.rank}", f"model.lora.alpha={2 * args.rank}"]
-    if args.generation != "trl":
-        overrides += ["trainer.fast_generation=true",
-                      f"trainer.generation_merged_copy={str(args.generation == 'fast').lower()}"]
     return shape, overrides
+
+
+def generation_overrides(generation: str) -> list[str]:
+    """``--generation``: TRL's generate path, or ``trainer.fast_generation`` with or without its merged copy."""
+    if generation == "trl":
+        return []
+    return ["trainer.fast_generation=true", f"trainer.generation_merged_copy={str(generation == 'fast').lower()}"]
 
 
 def describe(shape: TinyModelConfig, bench: GRPOBench) -> str:
@@ -77,14 +81,14 @@ def describe(shape: TinyModelConfig, bench: GRPOBench) -> str:
     return (f"{shape.num_hidden_layers} layers x {shape.hidden_size}, {params:.2f}B params, {m.dtype} "
             f"{m.attn_implementation}, LoRA rank {m.lora.rank}, gradient checkpointing "
             f"{'on' if m.gradient_checkpointing else 'off'}; {t.batch_size} prompts x {t.num_generations} "
-            f"completions of up to {t.max_completion_length} tokens, beta {t.beta}; generation "
-            f"{'TRL' if not t.fast_generation else 'fast' if t.generation_merged_copy else 'fast, unmerged'}")
+            f"completions of up to {t.max_completion_length} tokens, beta {t.beta}")
 
 
 def run_step(args) -> list[str]:
     shape, overrides = shape_and_overrides("qwen3_8b", args)
-    bench = GRPOBench.compose(STEP_OVERRIDES + overrides + [f"trainer.max_steps={args.steps}"], shape=shape)
-    setting = describe(shape, bench)
+    bench = GRPOBench.compose(STEP_OVERRIDES + overrides + generation_overrides(args.generation)
+                              + [f"trainer.max_steps={args.steps}"], shape=shape)
+    setting = f"{describe(shape, bench)}; oracle generation {args.generation}"
     print(f"step: Qwen3-8B-shaped, {setting}", flush=True)
     oracle_ms, trl_ms, ratio = bench.time_against_trl(args.rounds, args.steps, "oracle")
     return [f"| oracle GRPO step, random Qwen3-8B shape | {setting}; {args.rounds} alternating rounds x "
@@ -96,9 +100,10 @@ def run_memory(args) -> list[str]:
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     shape, overrides = shape_and_overrides("gemma3_27b", args)
-    overrides += ["model.gradient_checkpointing=true", f"trainer.max_steps={args.steps}"]
+    overrides += ["model.gradient_checkpointing=true", f"trainer.max_steps={args.steps}",
+                  *generation_overrides(args.generation)]
     bench = GRPOBench.compose(STEP_OVERRIDES + overrides, shape=shape)
-    setting = describe(shape, bench)
+    setting = f"{describe(shape, bench)}; generation {args.generation}"
     print(f"memory: Gemma-3-27B-shaped, {setting}", flush=True)
     weights_gib = torch.cuda.memory_allocated() / 2**30 if on_gpu else float("nan")
     with tempfile.TemporaryDirectory() as tmp:
