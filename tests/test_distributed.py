@@ -25,8 +25,7 @@ TOLERANCE = 0.15
 
 CASES = {
     "function_call_grpo": ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=8"],
-    "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "trainer.max_steps=2",
-                          "warmup.max_steps=6"],
+    "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "trainer.max_steps=2", "eval.every_steps=null"],
     # Windows of 1-6 positions: a row paired with another row's vectors would put them off the placeholders.
     "oracle_grpo": ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
                     "task.activations.window_max=6"],
