@@ -4,12 +4,16 @@ Writes the run's LoRA adapter (loadable with ``peft.AutoPeftModelForCausalLM``),
 model with the adapter merged in (loadable with ``transformers.AutoModelForCausalLM``, no peft needed), together
 with the tokenizer and its chat template, and a model card (``README.md``) giving the base model, the run's full
 config, its data settings and its held-out numbers (``eval.json``). ``out`` defaults to ``RUN/export`` or
-``RUN/export-merged``; an existing non-empty ``out`` is refused.
+``RUN/export-merged``; an existing non-empty ``out`` is refused. ``push_to_hub=OWNER/NAME`` then uploads that
+folder to a Hugging Face model repository (created when missing, private unless ``private=false``), with the token
+from the environment (``HF_TOKEN``); offline (``HF_HUB_OFFLINE=1``) or without a token it is refused before
+anything is exported.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -31,12 +35,15 @@ class ExportArgs:
     run_dir: str = field(metadata={"help": "the finished run to export (required)"})
     merge: bool = field(default=False, metadata={"help": "merge the adapter into the base model"})
     out: Optional[str] = field(default=None, metadata={"help": "output folder (default RUN/export[-merged])"})
+    push_to_hub: Optional[str] = field(default=None, metadata={
+        "help": "also upload the export to this hub model repository (OWNER/NAME; token from HF_TOKEN)"})
+    private: bool = field(default=True, metadata={"help": "create the hub repository private (with push_to_hub)"})
 
 
 def usage() -> str:
-    lines = ["usage: python -m ao_calib.export run_dir=PATH [merge=true] [out=DIR]", "",
+    lines = ["usage: python -m ao_calib.export run_dir=PATH [merge=true] [out=DIR] [push_to_hub=OWNER/NAME]", "",
              (__doc__ or "").split("\n\n")[1].strip(), "", "options:"]
-    lines += [f"  {name:<8} {f.metadata['help']}" for name, f in ExportArgs.__dataclass_fields__.items()]
+    lines += [f"  {name:<12} {f.metadata['help']}" for name, f in ExportArgs.__dataclass_fields__.items()]
     return "\n".join(lines)
 
 
@@ -53,6 +60,7 @@ def export(args: ExportArgs) -> Path:
     """Writes the export and returns its folder. Checks everything it can before loading a model."""
     from ao_calib.config import load_run_config
 
+    token = hub_token(args.push_to_hub) if args.push_to_hub else None
     run_dir = RunDir(args.run_dir)
     if not run_dir.config.exists():
         raise AOCalibError(f"run_dir={run_dir}: not a run directory ({run_dir.config} is missing)")
@@ -77,7 +85,54 @@ def export(args: ExportArgs) -> Path:
                 shutil.copy2(adapter / name, out / name)
     tokenizer.save_pretrained(str(out))  # tokenizer files and chat_template.jinja
     (out / "README.md").write_text(model_card(cfg, run_dir, source, args.merge), encoding="utf-8")
+    if args.push_to_hub:
+        push(out, args.push_to_hub, token, args.private)
     return out
+
+
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def hub_token(repo_id: str) -> str:
+    """The token for ``push_to_hub``, from the environment only (never a stored login, never written anywhere);
+    refuses offline mode, a missing token and a malformed repository id before any export work."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on"):
+        raise AOCalibError(f"push_to_hub={repo_id}: HF_HUB_OFFLINE is set, so the hub cannot be reached; unset it "
+                           "(or export without push_to_hub and upload the folder later)")
+    token = next((os.environ[v] for v in TOKEN_VARIABLES if os.environ.get(v, "").strip()), None)
+    if token is None:
+        raise AOCalibError(f"push_to_hub={repo_id}: no hub token in the environment; set HF_TOKEN to a token "
+                           "with write access")
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        if "/" not in repo_id:
+            raise HFValidationError("expected OWNER/NAME")
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise AOCalibError(f"push_to_hub={repo_id}: not a hub repository id ({exc})") from None
+    return token.strip()
+
+
+def push(folder: Path, repo_id: str, token: str, private: bool) -> str:
+    """Creates the model repository if needed and uploads the folder in one commit; returns the commit's URL."""
+    import httpx
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)  # HF_ENDPOINT: another hub
+    try:
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        commit = api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=str(folder),
+                                   commit_message=f"ao_calib export of {folder.parent.name}")
+    except HfHubHTTPError as exc:
+        raise AOCalibError(f"push_to_hub={repo_id}: the hub refused the upload ({str(exc).splitlines()[0]}); "
+                           f"the export is kept in {folder}") from None
+    except (httpx.TransportError, OSError) as exc:  # no route to the hub, DNS, TLS, a timeout
+        raise AOCalibError(f"push_to_hub={repo_id}: the hub cannot be reached ({exc}); the export is kept in "
+                           f"{folder}") from None
+    print(f"uploaded {folder} to {commit.commit_url}")
+    return commit.commit_url
 
 
 def model_card(cfg, run_dir: RunDir, base: str, merged: bool) -> str:

@@ -82,3 +82,95 @@ def test_refuses_missing_adapter_and_non_empty_out(run_dir, tmp_path, capsys):
     (tmp_path / "full" / "x").write_text("x")
     assert main([f"run_dir={run_dir}", f"out={tmp_path / 'full'}"]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+def test_push_to_hub_refuses_offline_or_without_token_before_exporting(run_dir, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "export"
+    args = [f"run_dir={run_dir}", f"out={out}", "push_to_hub=me/tiny-fc"]
+    for variable in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    assert main(args) == 2
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("HF_TOKEN")
+    assert main(args) == 2
+    assert "no hub token in the environment; set HF_TOKEN" in capsys.readouterr().err
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    assert main([*args[:2], "push_to_hub=no-owner"]) == 2
+    assert "not a hub repository id" in capsys.readouterr().err
+    assert not out.exists()  # refused before any export work
+
+
+class _Hub:
+    """The hub endpoints an upload of small files uses, on 127.0.0.1: create the repository, validate the model
+    card's metadata, ask how to upload each file (all inline, "regular"), and the commit with the files' contents
+    (NDJSON)."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hub = self
+        self.repos, self.files, self.cards, self.auth = [], {}, [], set()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, body):
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                import base64
+
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hub.auth.add(self.headers.get("Authorization"))
+                if self.path == "/api/repos/create":
+                    request = json.loads(body)
+                    hub.repos.append(request)
+                    return self._reply({"url": f"{hub.url}/{request.get('organization')}/{request['name']}"})
+                if self.path == "/api/validate-yaml":  # the model card's front matter
+                    hub.cards.append(json.loads(body)["content"])
+                    return self._reply({})
+                if "/preupload/" in self.path:
+                    return self._reply({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                                  for f in json.loads(body)["files"]]})
+                if "/commit/" in self.path:
+                    for line in body.decode().splitlines():
+                        item = json.loads(line)
+                        if item["key"] == "file":
+                            hub.files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                    return self._reply({"commitUrl": f"{hub.url}/me/tiny-fc/commit/abc", "commitOid": "a" * 40})
+                self.send_response(404)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_push_to_hub_uploads_the_export_to_the_hub(run_dir, tmp_path, monkeypatch, capsys):
+    hub = _Hub()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        # huggingface_hub read the test session's HF_HUB_OFFLINE=1 at import; a fresh CLI process reads the 0
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+        monkeypatch.setenv("HF_TOKEN", "hf_loopback")
+        out = tmp_path / "export"
+        assert main([f"run_dir={run_dir}", f"out={out}", "push_to_hub=me/tiny-fc"]) == 0, capsys.readouterr().err
+    finally:
+        hub.server.shutdown()
+    assert [(r["organization"], r["name"], r["visibility"]) for r in hub.repos] == [("me", "tiny-fc", "private")]
+    assert hub.auth == {"Bearer hf_loopback"}
+    local = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert hub.files == local and "adapter_model.safetensors" in local and "README.md" in local
+    assert hub.cards and hub.cards[0].startswith("---\nbase_model:")
+    assert "uploaded" in capsys.readouterr().out
