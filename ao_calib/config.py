@@ -37,6 +37,10 @@ class LoraConfig:
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
     layers: Optional[int] = None
+    # Modules trained whole beside the adapter and saved with it (peft's modules_to_save), e.g. [embed_tokens]. A
+    # random tiny model's embeddings (tied to its output layer) are random: trained with the adapter, a warm-up
+    # teaches it function-call syntax that LoRA on the decoder layers alone does not reach. Real models need none.
+    modules_to_save: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 import pytest
 
-from ao_calib_tasks.function_call.bfcl_checker import UndecodableError, call_credit, decode, param_credit, score_text
+from ao_calib_tasks.function_call.bfcl_checker import (UndecodableError, call_credit, decode, function_credit,
+                                                       param_credit, score_text)
 
 WEATHER = {"name": "get_weather", "description": "Weather in a city.", "parameters": {"type": "dict", "properties": {
     "city": {"type": "string", "description": "City."},
@@ -105,3 +106,8 @@ def test_partial_credit_scores_against_the_best_matching_acceptable_set():
     assert call_credit(functions, decode("[h(b='y'), f(a=2)]"), truth) == 0.5
     assert param_credit(functions, decode("[h(b='X', c=5), f(a=2)]"), truth) == pytest.approx((1 + 0.5) / 2)
     assert param_credit(functions, decode("[f(a=2)]"), truth) == pytest.approx(0.5)
+    # the right functions with wrong values: no call or parameter credit, full function credit
+    assert call_credit(functions, decode("[h(b='y'), f(a=9)]"), truth) == 0.0
+    assert function_credit(decode("[h(b='y'), f(a=9)]"), truth) == 1.0
+    assert function_credit(decode("[f(a=9), f(a=1), g(x=1)]"), truth) == pytest.approx(1 / 3)
+    assert function_credit([], truth) == 0.0

@@ -87,7 +87,7 @@ def test_missing_or_empty_files_are_config_errors_naming_the_file(tmp_path):
 
 
 def test_generated_cases_are_valid_bfcl_cases():
-    cases = bfcl.generated_cases(40, seed=0, tag="train")
+    cases = bfcl.generated_cases(40, seed=0, tag="train", distractors=1)
     assert {c["category"] for c in cases} >= {"multiple", "parallel_multiple"}
     for case in cases:
         bfcl.validate_case(case, "generated", 0, 0)
@@ -118,3 +118,16 @@ def test_lenient_format_is_a_switch(tmp_path):
     task = build_task(cfg)
     row = task.build_data(tokenizer=None).test[0]
     assert task.score("Here you go:\n```python\n" + row["answer"] + "\n```", row)["bfcl_ast"] == 1.0
+
+
+def test_generated_cases_without_distractors_show_only_the_called_functions():
+    with_one = bfcl.generated_cases(40, seed=0, tag="train", distractors=1)
+    bare = bfcl.generated_cases(40, seed=0, tag="train", distractors=0)
+    assert bare[0]["ground_truth"] == with_one[0]["ground_truth"]  # the same first draw, fewer docs
+    assert {c["category"] for c in bare} <= {"simple", "parallel", "parallel_multiple"}
+    assert "simple" in {c["category"] for c in bare}
+    for case in bare:
+        assert {f["name"] for f in case["function"]} == {next(iter(t)) for t in case["ground_truth"]}
+    with pytest.raises(Exception, match="bfcl_distractors"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_distractors=-1"]))

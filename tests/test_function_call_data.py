@@ -225,3 +225,16 @@ def test_cli_writes_both_splits(tmp_path):
     assert len(train) == 40 and len(test) == 20  # default test size is max(20, N // 10)
     assert "40 train" in result.stdout and "20 test" in result.stdout
     assert (train, test) == generate_splits(40, 20, seed=7)
+
+
+def test_task_rows_carry_the_expected_calls_as_the_warmup_completion(tmp_path):
+    # warmup=sft trains on the `completion` column: the default output format's expected calls
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "warmup=sft", "task.data.generate.n_train=4",
+                              "task.data.generate.n_test=2", f"paths.cache_dir={tmp_path}"])
+    task = build_task(cfg)
+    data = task.build_data(tokenizer=None)
+    for row in data.train:
+        assert row["completion"] == row["answer"] and parse_calls(row["completion"])

@@ -211,9 +211,11 @@ def _json_schema(param_type: str) -> dict:
     return {"type": _TYPE_NAMES[param_type]}
 
 
-def generated_cases(n: int, seed: int, tag: str) -> list[dict]:
+def generated_cases(n: int, seed: int, tag: str, distractors: int) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, one acceptable value per
-    parameter, optional ones omittable when the query does not mention them), for runs without BFCL files."""
+    parameter, optional ones omittable when the query does not mention them), for runs without BFCL files.
+    ``distractors``: docs of functions the answer does not call, shown beside the needed ones (at most what the
+    generator's row offers); with none, a single call falls in BFCL's ``simple`` category instead of ``multiple``."""
     from .generate import hash_seed, make_row
     from .parsing import parse_calls
     from .schemas import BY_NAME
@@ -223,10 +225,10 @@ def generated_cases(n: int, seed: int, tag: str) -> list[dict]:
     for i in range(n):
         row = make_row(rng)
         needed = {c.name for c in parse_calls(row["answer"])}
-        # the needed functions and one distractor: BFCL's Python categories show 1-4 docs, and every doc costs
+        # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs
         # prompt tokens at each step
         shown = [n for n in row["possible_boxed_answers"] if n in needed]
-        shown += [n for n in row["possible_boxed_answers"] if n not in needed][:1]
+        shown += [n for n in row["possible_boxed_answers"] if n not in needed][:distractors]
         rng.shuffle(shown)
         functions = []
         for name in shown:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -352,6 +353,16 @@ def call_credit(functions: list[dict], calls: list[dict], ground_truth: list[dic
     docs = function_docs(functions)
     fits = [[check_call(docs[next(iter(e))], c, e).valid for c in calls] for e in ground_truth]
     return _max_matching(fits) / max(len(calls), len(ground_truth))
+
+
+def function_credit(calls: list[dict], ground_truth: list[dict]) -> float:
+    """Expected function names among the produced calls (as multisets) / max(expected, produced): the first thing
+    BFCL's check compares, credited before any argument is right."""
+    if not calls or not ground_truth:
+        return float(not calls and not ground_truth)
+    produced = Counter(next(iter(c)) for c in calls)
+    expected = Counter(next(iter(e)) for e in ground_truth)
+    return sum((produced & expected).values()) / max(len(calls), len(ground_truth))
 
 
 def param_credit(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> float:

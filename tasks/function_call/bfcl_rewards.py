@@ -4,6 +4,8 @@
 * ``bfcl_parseable``: 1.0 when the text decodes as a call list under the run's ``strict_format``.
 * ``bfcl_calls``: expected calls matched exactly / max(expected, produced): per-call partial credit.
 * ``bfcl_params``: correct parameters over those either side names, best same-named pairing: per-parameter credit.
+* ``bfcl_functions``: expected function names produced / max(expected, produced): credit for the right function
+  before its arguments are right (a small model picks the function long before it copies the values).
 
 Rewards take the dataset columns ``bfcl_functions`` and ``bfcl_ground_truth`` (JSON text, see
 :func:`.bfcl.training_row`), as TRL passes them by keyword.
@@ -17,9 +19,9 @@ from typing import Any, Callable
 
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.rewards import completion_text
-from .bfcl_checker import UndecodableError, call_credit, check, decode, param_credit
+from .bfcl_checker import UndecodableError, call_credit, check, decode, function_credit, param_credit
 
-COMPONENTS = ("bfcl_ast", "bfcl_parseable", "bfcl_calls", "bfcl_params")
+COMPONENTS = ("bfcl_ast", "bfcl_parseable", "bfcl_calls", "bfcl_params", "bfcl_functions")
 
 
 @lru_cache(maxsize=4096)
@@ -33,12 +35,13 @@ def score_case(text: str, functions: list[dict], ground_truth: list[dict], stric
     try:
         calls = decode(text, strict_format)
     except UndecodableError:
-        return {"bfcl_ast": 0.0, "bfcl_parseable": 0.0, "bfcl_calls": 0.0, "bfcl_params": 0.0,
+        return {"bfcl_ast": 0.0, "bfcl_parseable": 0.0, "bfcl_calls": 0.0, "bfcl_params": 0.0, "bfcl_functions": 0.0,
                 "error_type": "decoder_failed"}
     verdict = check(functions, calls, ground_truth)
     return {"bfcl_ast": float(verdict.valid), "bfcl_parseable": 1.0,
             "bfcl_calls": call_credit(functions, calls, ground_truth),
             "bfcl_params": param_credit(functions, calls, ground_truth),
+            "bfcl_functions": function_credit(calls, ground_truth),
             "error_type": verdict.error_type}
 
 

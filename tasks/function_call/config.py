@@ -15,6 +15,10 @@ class GeneratedDataConfig:
     n_train: int = 512
     n_test: int = 64
     seed: int = 0
+    # data.format=bfcl: docs of functions the answer does not call, shown beside the needed ones (BFCL's Python
+    # categories show 1-4 docs in all, and each doc costs prompt tokens at every step). 0: BFCL's simple and
+    # parallel categories instead of multiple and parallel_multiple for one-function answers.
+    bfcl_distractors: int = 1
 
 
 @dataclass
@@ -42,3 +46,5 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
     def __post_init__(self):
         if self.data.format not in ("rows", "bfcl"):
             raise ValueError(f"data.format: {self.data.format!r} is not one of rows, bfcl")
+        if self.data.generate.bfcl_distractors < 0:
+            raise ValueError(f"data.generate.bfcl_distractors: {self.data.generate.bfcl_distractors} is below 0")

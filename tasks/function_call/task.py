@@ -70,8 +70,8 @@ class FunctionCallTask(Task):
                                    f"(e.g. {sorted(overlap)[0]}); evaluation would score memorised cases")
         else:
             gen = data_cfg.generate
-            train = bfcl.generated_cases(gen.n_train, gen.seed, "train")
-            test = bfcl.generated_cases(gen.n_test, gen.seed, "test")
+            train = bfcl.generated_cases(gen.n_train, gen.seed, "train", gen.bfcl_distractors)
+            test = bfcl.generated_cases(gen.n_test, gen.seed, "test", gen.bfcl_distractors)
         if data_cfg.max_train_samples:
             train = train[: data_cfg.max_train_samples]
         log.info("function_call BFCL data: %d train cases, %d test cases", len(train), len(test))
@@ -148,6 +148,8 @@ def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str
 
 def _as_chat_dataset(rows: list[dict], suffix: str = "") -> datasets.Dataset:
     # A row's prompt already holds the system text, the function list and the query (the design notes' format);
-    # it becomes one user turn, and the model's own chat template wraps it.
-    chat_rows = [{**row, "prompt": [{"role": "user", "content": row["prompt"] + suffix}]} for row in rows]
+    # it becomes one user turn, and the model's own chat template wraps it. The expected calls are also the
+    # ``completion`` a warm-up (warmup=sft) trains on: a random tiny model writes no parseable call without one.
+    chat_rows = [{**row, "prompt": [{"role": "user", "content": row["prompt"] + suffix}], "completion": row["answer"]}
+                 for row in rows]
     return datasets.Dataset.from_list(chat_rows)
