@@ -206,6 +206,11 @@ def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretraine
         target_modules=lora_target_regex(
             layers_path, num_layers, lora["target_modules"], lora.get("layers")
         ),
+        # Whole modules trained beside LoRA (e.g. the embeddings of a random tiny model, which LoRA cannot fix);
+        # a trained embedding stays tied to the output layer that shares its weight.
+        modules_to_save=list(lora.get("modules_to_save") or []) or None,
+        ensure_weight_tying=bool(lora.get("modules_to_save")) and bool(
+            getattr(model.config.get_text_config(), "tie_word_embeddings", False)),
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, peft_config)

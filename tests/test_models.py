@@ -36,8 +36,22 @@ def test_lora_lands_only_on_decoder_layers(name, cls):
 def test_lora_overrides_fall_back_to_the_model_config():
     cfg = model_cfg("model=qwen3_8b", "trainer.lora.alpha=7")
     assert models.lora_settings(cfg.model, cfg.trainer) == {
-        "rank": 64, "alpha": 7, "dropout": 0.05, "layers": None,
+        "rank": 64, "alpha": 7, "dropout": 0.05, "layers": None, "modules_to_save": [],
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+
+
+def test_modules_to_save_trains_the_embeddings_and_keeps_them_tied_to_the_output_layer():
+    import torch
+
+    cfg = model_cfg("model=tiny_qwen3", "model.lora.modules_to_save=[embed_tokens]")
+    model = models.attach_lora(models.load_base_model(cfg.model, models.model_source(cfg.model, cfg.paths.cache_dir)),
+                               cfg.model, cfg.trainer)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any("embed_tokens" in n for n in trainable) and any("lora_" in n for n in trainable)
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    with torch.no_grad():
+        embedding.weight[7] += 1.0  # the trained copy of the embedding, as an optimiser step would change it
+    assert torch.equal(head.weight[7], embedding.weight[7])  # the tiny Qwen3 ties them; training keeps them tied
 
 
 def test_target_regex_matches_only_the_chosen_layers():
