@@ -18,7 +18,7 @@ def callback(**thresholds):
 
 def feed(cb, rows):
     for step, logs in enumerate(rows, start=1):
-        cb.on_log(None, SimpleNamespace(global_step=step), None, logs=dict(logs))
+        cb.on_log(None, SimpleNamespace(global_step=step, is_world_process_zero=True), None, logs=dict(logs))
 
 
 def test_each_alert_fires_once_after_patience():
@@ -37,7 +37,7 @@ def test_no_alert_on_a_healthy_run_and_the_log_carries_the_flag():
     feed(cb, [{"calibration/confidence_std": 0.3, "kl": 0.2, "calibration/answer_length": 30.0}] * 5)
     assert cb.fired == {}
     logs = {"kl": 3.0}
-    cb.on_log(None, SimpleNamespace(global_step=9), None, logs=logs)
+    cb.on_log(None, SimpleNamespace(global_step=9, is_world_process_zero=True), None, logs=logs)
     assert logs["alert/kl_explosion"] == 1.0 and cb.fired["kl_explosion"]["step"] == 9
 
 
