@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -64,14 +63,6 @@ def _ready() -> None:
     from accelerate import PartialState
 
     PartialState()
-
-
-def barrier() -> None:
-    if is_distributed():
-        import torch.distributed as dist
-
-        _ready()
-        dist.barrier()
 
 
 def broadcast(value: T) -> T:
@@ -137,10 +128,15 @@ def map_split(fn: Callable[[list[T]], list[Any]], items: Sequence[T]) -> list[An
     return gather_split(fn(split(items)), len(items))
 
 
-@functools.cache
 def start_time() -> datetime.datetime:
     """When the run started, as the main process saw it: run directories named by time are the same on every rank
-    (each rank's own clock would give each its own directory)."""
+    (each rank's own clock would give each its own directory). One process: now, as Hydra's ``now`` gives it."""
+    return _agreed_start_time() if is_distributed() else datetime.datetime.now()
+
+
+@functools.cache
+def _agreed_start_time() -> datetime.datetime:
+    # Asked once per process (a collective): every rank resolves the run directory's name alike.
     return broadcast(datetime.datetime.now())
 
 
