@@ -11,7 +11,9 @@ model=qwen3_8b|gemma3_27b`` runs (its dtype, attention implementation, LoRA and 
 
 ``--generation fast|fast_unmerged`` runs the oracle's rollouts on ``trainer.fast_generation`` (with or without its
 merged generation copy; the 27B shape has no room for the copy: ``memory`` wants ``fast_unmerged``) instead of
-TRL's generate path. ``--layers N`` keeps N decoder layers (a quicker look on a smaller GPU). ``--shrink`` swaps in the tiny shapes, a
+TRL's generate path.
+
+``--layers N`` keeps N decoder layers (a quicker look on a smaller GPU). ``--shrink`` swaps in the tiny shapes, a
 smoke test of this script on CPU (what the test suite runs); its numbers mean nothing and ``--write`` refuses them.
 """
 

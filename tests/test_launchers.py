@@ -75,7 +75,8 @@ def test_the_accelerate_configs_are_what_accelerate_launch_reads(name):
     elif name == "fsdp2":
         env = prepare_multi_gpu_env(args)
         assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
-        assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
+        assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
+        assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
     else:
         assert args.use_deepspeed and int(args.zero_stage) == 3 and str(args.zero3_init_flag).lower() == "true"
 

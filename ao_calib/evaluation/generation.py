@@ -34,7 +34,8 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
-            for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False, disable=not distributed.is_main()):
+            for start in tqdm(range(0, len(texts), batch_size), desc=desc, leave=False,
+                              disable=not distributed.is_main()):
                 batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
                                   add_special_tokens=False).to(device)
                 context = contextlib.nullcontext()
