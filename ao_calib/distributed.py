@@ -13,6 +13,7 @@ import datetime
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -87,6 +88,14 @@ def all_gather(value: T) -> list[T]:
     out: list[Any] = [None] * world_size()
     dist.all_gather_object(out, value)
     return out
+
+
+def shutdown() -> None:
+    """Ends this process's part in the process group at the end of a run (local, not a collective): a group left
+    for the interpreter's exit to tear down can abort the process there."""
+    dist = sys.modules.get("torch.distributed")  # not imported: no group (and no torch import for an early error)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def on_main(fn: Callable[[], T]) -> T:

@@ -256,6 +256,8 @@ def main(cfg: DictConfig) -> float | None:
         if getattr(exc, "watch", None) is not None:
             exc.watch.hand_over()
         raise SystemExit(getattr(exc, "exit_code", 130)) from None
+    finally:
+        distributed.shutdown()
     # The value an optimising sweeper (hparams_search) maximises.
     return summary["eval_metrics"].get("accuracy", summary["final_metrics"].get("reward"))
 

@@ -123,6 +123,9 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
         error = type(exc).__name__
     Path(out, f"{rank}.json").write_text(json.dumps({"share": share, "gathered": gathered, "decided": decided,
                                                      "error": error}))
+    import torch.distributed as dist
+
+    dist.destroy_process_group()  # before exit: a live gloo group can abort the process as it is torn down
 
 
 def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
