@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ao_calib.commands import key_value_command
 from ao_calib.errors import AOCalibError
+from ao_calib.offline import env_flag
 from ao_calib.run_dir import RunDir, read_json
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
@@ -96,7 +97,7 @@ TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 def hub_token(repo_id: str) -> str:
     """The token for ``push_to_hub``, from the environment only (never a stored login, never written anywhere);
     refuses offline mode, a missing token and a malformed repository id before any export work."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in ("1", "true", "yes", "on"):
+    if env_flag("HF_HUB_OFFLINE"):
         raise AOCalibError(f"push_to_hub={repo_id}: HF_HUB_OFFLINE is set, so the hub cannot be reached; unset it "
                            "(or export without push_to_hub and upload the folder later)")
     token = next((os.environ[v] for v in TOKEN_VARIABLES if os.environ.get(v, "").strip()), None)

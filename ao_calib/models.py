@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import distributed
 from ao_calib.errors import AOCalibError, ResourceUnavailableError
+from ao_calib.offline import env_flag
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
@@ -116,7 +117,7 @@ def _locally_available(repo: str, repo_type: str = "model") -> bool:
 
 
 def _hub_reachable(timeout_s: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    if env_flag("HF_HUB_OFFLINE"):
         return False
     host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
     try:

@@ -19,6 +19,12 @@ from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
+
+def env_flag(name: str) -> bool:
+    """A yes/no environment variable as the Hugging Face libraries read it (1, true, yes or on, any case)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 # Set for every run: no usage pings (the user can still set these to 0 to opt back in).
 ALWAYS = {"HF_HUB_DISABLE_TELEMETRY": "1", "WANDB_ERROR_REPORTING": "false"}
 # Set when the model is built locally (model.tiny): the hub is never needed for it.
@@ -60,9 +66,8 @@ def _update_imported_constants() -> None:
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is None:
         return
-    truthy = lambda key: os.environ.get(key, "").lower() in ("1", "true", "yes", "on")  # noqa: E731
-    constants.HF_HUB_DISABLE_TELEMETRY = constants.HF_HUB_DISABLE_TELEMETRY or truthy("HF_HUB_DISABLE_TELEMETRY")
-    constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE or truthy("HF_HUB_OFFLINE")
+    constants.HF_HUB_DISABLE_TELEMETRY = constants.HF_HUB_DISABLE_TELEMETRY or env_flag("HF_HUB_DISABLE_TELEMETRY")
+    constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE or env_flag("HF_HUB_OFFLINE")
 
 
 def private_temp_dir() -> str:

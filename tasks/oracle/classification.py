@@ -45,7 +45,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ao_calib.errors import AOCalibError, DataValidationError
+from ao_calib.offline import env_flag
 
 DATASETS: tuple[str, ...] = (
     "geometry_of_truth", "relations", "sst2", "md_gender", "snli", "ag_news", "ner", "tense", "singular_plural",
@@ -482,8 +482,7 @@ _FILE_BUILDERS: dict[str, Callable[[Path, int, random.Random], list[dict]]] = {
 
 
 def _env_offline() -> bool:
-    return any(os.environ.get(var, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-               for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return env_flag("HF_HUB_OFFLINE") or env_flag("HF_DATASETS_OFFLINE")
 
 
 def _default_hub_loader(hub_id: str, config: str | None) -> Any:
