@@ -87,8 +87,7 @@ def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
 def group_kwargs(stage: DictConfig) -> dict:
     """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
     ``num_generations`` completions over all processes, in forward passes of ``micro_batch_size``."""
-    micro, accumulation = per_process(stage.batch_size * stage.num_generations, stage.micro_batch_size,
-                                      "batch_size*num_generations")
+    micro, accumulation = per_process(stage, stage.micro_batch_size)
     return dict(
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation,
@@ -119,10 +118,23 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
     )
 
 
-def per_process(total: int, micro: int | None, what: str) -> tuple[int, int]:
-    """(per-device batch, gradient accumulation steps) for an optimiser step of ``total`` examples over all
+def step_examples(stage: DictConfig) -> tuple[int, str]:
+    """The examples in one optimiser step of a stage, over all processes, and how its config names that number:
+    PPO's mini-batch of rollouts, GRPO's and RLOO's prompts times their completions, SFT's batch."""
+    if stage.get("num_mini_batches"):
+        return (divide(stage.batch_size, stage.num_mini_batches, "num_mini_batches and batch_size"),
+                "batch_size/num_mini_batches")
+    if stage.get("num_generations"):
+        return stage.batch_size * stage.num_generations, "batch_size*num_generations"
+    return stage.batch_size, "batch_size"
+
+
+def per_process(stage: DictConfig, micro: int | None, key: str | None = None) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation steps) for a stage's optimiser step (``step_examples``) over all
     processes: the config's batch sizes are global, so a run on 2 GPUs takes the same steps as on one. A
-    ``micro`` batch larger than a process's share is cut to the share."""
+    ``micro`` batch larger than a process's share is cut to the share. ``key`` names the stage in errors."""
+    total, what = step_examples(stage)
+    what = f"{key}.{what}" if key else what
     world = distributed.world_size()
     local = divide(total, world, f"{what} over the {world} processes") if world > 1 else total
     micro = min(micro or local, local)
@@ -137,16 +149,8 @@ def check_process_split(cfg: DictConfig) -> None:
         return
     for key in ("warmup", "trainer"):
         stage = cfg.get(key)
-        if stage is None:
-            continue
-        if stage.get("num_mini_batches"):  # PPO: a mini-batch of rollouts per optimiser step
-            total, what = divide(stage.batch_size, stage.num_mini_batches, f"{key}.num_mini_batches and batch_size"), \
-                f"{key}.batch_size/num_mini_batches"
-        elif stage.get("num_generations"):  # GRPO, RLOO: prompts times their completions
-            total, what = stage.batch_size * stage.num_generations, f"{key}.batch_size*num_generations"
-        else:
-            total, what = stage.batch_size, f"{key}.batch_size"
-        per_process(total, stage.get("micro_batch_size"), what)
+        if stage is not None:
+            per_process(stage, stage.get("micro_batch_size"), key)
 
 
 def divide(total: int, part: int, what: str) -> int:

@@ -26,7 +26,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
-from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, divide, per_process, sampling_kwargs,
+from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, per_process, sampling_kwargs,
                                       training_kwargs)
 from ao_calib.trainers.grpo import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
@@ -247,8 +247,7 @@ class PPOTrainer(AOGRPOTrainer):
 
 
 def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
-    minibatch = divide(t.batch_size, t.num_mini_batches, "trainer.num_mini_batches and batch_size")
-    micro, accumulation = per_process(minibatch, t.micro_batch_size, "batch_size/num_mini_batches")
+    micro, accumulation = per_process(t, t.micro_batch_size)  # a mini-batch of rollouts per optimiser step
     return PPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),

@@ -69,7 +69,7 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
-    micro, accumulation = per_process(stage.batch_size, stage.micro_batch_size, "batch_size")
+    micro, accumulation = per_process(stage, stage.micro_batch_size)
     return SFTConfig(
         **training_kwargs(setup, stage, stage_name),
         per_device_train_batch_size=micro,
