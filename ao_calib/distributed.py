@@ -186,5 +186,6 @@ def device():
 def sharded() -> bool:
     """Launched with one of the sharding configs (FSDP, DeepSpeed ZeRO): the model is placed by the trainer's
     accelerator, which shards it, rather than copied whole onto each device first."""
-    return any(os.environ.get(flag, "false").lower() == "true"
-               for flag in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"))
+    from accelerate.utils import parse_flag_from_env  # accelerate's own reading of its variables
+
+    return parse_flag_from_env("ACCELERATE_USE_FSDP") or parse_flag_from_env("ACCELERATE_USE_DEEPSPEED")

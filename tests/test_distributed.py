@@ -128,7 +128,8 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()  # before exit: a live gloo group can abort the process as it is torn down
 
 
-def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
+def spawn_two(work, out: Path) -> None:
+    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing)."""
     import socket
 
     import torch.multiprocessing as mp
@@ -136,7 +137,11 @@ def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_ranks_work, args=(port, str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(work, args=(port, str(out)), nprocs=2, join=True)
+
+
+def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
+    spawn_two(_ranks_work, tmp_path)
     results = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
     assert results[0]["share"] == ["row0", "row2", "row4", "row6"] and results[1]["share"] == ["row1", "row3", "row5"]
     for r in results:  # every process gets all results in the original order, the main's decision, its error
@@ -197,19 +202,12 @@ def test_fsdp2_shards_the_tiny_model_and_a_steered_step_matches_one_process(tmp_
     """accelerate turns FSDP on for GPUs only (on CPU its processes are plain MULTI_CPU), so this applies torch's
     FSDP2 (``fully_shard``, what conf/accelerate/fsdp2.yaml selects) directly, on gloo: each process holds half of
     the parameters, and a steered forward/backward gives the unsharded loss and LoRA gradients."""
-    import socket
-
-    import torch.multiprocessing as mp
-
     from ao_calib import models
     from ao_calib.config import compose_run_config
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_fsdp2_step, args=(port, str(tmp_path)), nprocs=2, join=True)
+    spawn_two(_fsdp2_step, tmp_path)
     for rank in range(2):
         result = json.loads((tmp_path / f"{rank}.json").read_text())
         whole_loss, sharded_loss = result["losses"]

@@ -134,23 +134,23 @@ def extract_activations(model, tokenizer, prompts: Sequence[str], layers: Sequen
     todo = distributed.broadcast([i for i, r in enumerate(results) if r is None])
     stats.texts += len(texts)
     stats.cache_hits += len(texts) - len(todo)
-    mine = distributed.split(todo)
+    def run(indices: list[int]):
+        """(index, activations) of the texts at ``indices``, in forward passes of ``batch_size``."""
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start : start + batch_size]
+            stats.forward_passes += 1
+            yield from zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule))
+
     computed: list[dict[int, torch.Tensor]] = []
-    for start in range(0, len(mine), batch_size):
-        chunk = mine[start : start + batch_size]
-        for i, acts in zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule)):
-            computed.append(acts)
-            if cache:
-                cache.put(keys[i], acts)
-        stats.forward_passes += 1
+    for i, acts in run(distributed.split(todo)):
+        computed.append(acts)
+        if cache:
+            cache.put(keys[i], acts)
     for i, acts in zip(todo, distributed.gather_split(computed, len(todo))):
         results[i] = acts
     # A cached file the main process could read and this one could not (a disk error): run here.
-    unread = [i for i, r in enumerate(results) if r is None]
-    for start in range(0, len(unread), batch_size):
-        chunk = unread[start : start + batch_size]
-        for i, acts in zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule)):
-            results[i] = acts
+    for i, acts in run([i for i, r in enumerate(results) if r is None]):
+        results[i] = acts
     return results  # type: ignore[return-value]
 
 

@@ -35,8 +35,7 @@ def score_case(text: str, functions: list[dict], ground_truth: list[dict], stric
     try:
         calls = decode(text, strict_format)
     except UndecodableError:
-        return {"bfcl_ast": 0.0, "bfcl_parseable": 0.0, "bfcl_calls": 0.0, "bfcl_params": 0.0, "bfcl_functions": 0.0,
-                "error_type": "decoder_failed"}
+        return {**dict.fromkeys(COMPONENTS, 0.0), "error_type": "decoder_failed"}
     verdict = check(functions, calls, ground_truth)
     return {"bfcl_ast": float(verdict.valid), "bfcl_parseable": 1.0,
             "bfcl_calls": call_credit(functions, calls, ground_truth),
