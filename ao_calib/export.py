@@ -75,7 +75,8 @@ def export(args: ExportArgs) -> Path:
     from ao_calib import models
 
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(str(adapter) if (adapter / "tokenizer_config.json").is_file() else source)
+    tokenizer = models.load_tokenizer(str(adapter) if (adapter / "tokenizer_config.json").is_file() else source,
+                                      cfg.model)
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
         model = models.load_trained_model(cfg.model, source, adapter).merge_and_unload()

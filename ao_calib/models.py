@@ -38,15 +38,43 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
-    """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, or the hub id/path."""
+    """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, the hub id/path, or the
+    checkpoint converted from the model's packaged GGUF copy (``model.source`` chooses between the last two)."""
     if model_cfg.tiny is not None:
         from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 
         spec = TinyModelSpec(**OmegaConf.to_container(model_cfg.tiny, resolve=True))
         return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
-    if not model_cfg.hub_id:
-        raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path) or model.tiny.")
+    if not model_cfg.hub_id and model_cfg.get("gguf") is None:
+        raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path), model.gguf or "
+                           "model.tiny.")
+    if _from_gguf(model_cfg):
+        from ao_calib.gguf_checkpoint import ensure_checkpoint
+
+        packaged = packaged_gguf(model_cfg)
+        if packaged.missing():
+            raise ResourceUnavailableError(f"model={model_cfg.name} needs {packaged.missing()}")
+        return str(ensure_checkpoint(packaged, cache_dir))
     return model_cfg.hub_id
+
+
+def packaged_gguf(model_cfg: DictConfig):
+    from ao_calib.gguf_checkpoint import PackagedGGUF
+
+    return PackagedGGUF(model_cfg.gguf.distribution, model_cfg.gguf.file)
+
+
+def _source(model_cfg: DictConfig) -> str:
+    source = model_cfg.get("source") or "auto"
+    return getattr(source, "value", source)
+
+
+def _from_gguf(model_cfg: DictConfig) -> bool:
+    """Whether the weights come from the packaged GGUF copy: always with ``model.source=gguf``; with ``auto``
+    when the hub id is neither a local path, nor cached, nor reachable."""
+    if model_cfg.get("gguf") is None or _source(model_cfg) == "hub":
+        return False
+    return _source(model_cfg) == "gguf" or not model_cfg.hub_id or not hub_repo_available(model_cfg.hub_id)
 
 
 def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
@@ -85,8 +113,15 @@ def missing_for_model(model_cfg: DictConfig, adapter_id: str | None = None) -> l
         return missing
     if model_cfg.requires_gpu and not torch.cuda.is_available():
         missing.append("a CUDA GPU (torch.cuda.is_available() is False)")
-    missing += [f"'{repo}'" + NOT_ON_HUB for repo in filter(None, [model_cfg.hub_id, adapter_id])
-                if not hub_repo_available(repo)]
+    if _from_gguf(model_cfg):
+        packaged = packaged_gguf(model_cfg).missing()
+        if packaged:
+            hub = f"'{model_cfg.hub_id}'{NOT_ON_HUB}, or " if model_cfg.hub_id and _source(model_cfg) == "auto" else ""
+            missing.append(f"{hub}its offline copy: {packaged}")
+    elif model_cfg.hub_id and not hub_repo_available(model_cfg.hub_id):
+        missing.append(f"'{model_cfg.hub_id}'" + NOT_ON_HUB)
+    if adapter_id and not hub_repo_available(adapter_id):
+        missing.append(f"'{adapter_id}'" + NOT_ON_HUB)
     return missing
 
 
@@ -127,12 +162,22 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
         return False
 
 
-def load_tokenizer(source: str):
+def load_tokenizer(source: str, model_cfg: DictConfig | None = None):
+    """The tokenizer at ``source``, with the model config's chat template where it sets one. Template options the
+    template never reads (``enable_thinking`` for a template without a thinking mode) are named in a warning:
+    Jinja ignores them silently."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if model_cfg is not None and model_cfg.get("chat_template"):
+        tokenizer.chat_template = model_cfg.chat_template
+    if model_cfg is not None and isinstance(tokenizer.chat_template, str):
+        unread = [key for key in (model_cfg.get("chat_template_kwargs") or {}) if key not in tokenizer.chat_template]
+        if unread:
+            log.warning("model.chat_template_kwargs: the chat template of model=%s never reads %s; set "
+                        "model.chat_template_kwargs={} for it", model_cfg.name, ", ".join(unread))
     return tokenizer
 
 
@@ -215,6 +260,18 @@ def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretraine
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, peft_config)
+
+
+def describe(model, model_cfg: DictConfig, source: str) -> dict:
+    """What a run trained, for its summary: the config's name, the architecture, where the weights came from and
+    the parameter counts (the base model's, without the adapter, and the trainable ones)."""
+    from ao_calib.steering.layout import unwrap
+
+    base = unwrap(model)
+    added = ("lora_", "modules_to_save")  # the adapter's own weights and peft's trained copies of whole modules
+    return {"name": model_cfg.name, "class": type(base).__name__, "source": source,
+            "parameters": sum(p.numel() for n, p in model.named_parameters() if not any(a in n for a in added)),
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
 def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:

@@ -27,14 +27,17 @@ def env_flag(name: str) -> bool:
 
 # Set for every run: no usage pings (the user can still set these to 0 to opt back in).
 ALWAYS = {"HF_HUB_DISABLE_TELEMETRY": "1", "WANDB_ERROR_REPORTING": "false"}
-# Set when the model is built locally (model.tiny): the hub is never needed for it.
+# Set when the model is built locally (model.tiny) or read from its packaged copy (model.source=gguf): the hub is
+# never needed for it.
 LOCAL_MODEL = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def keep_offline(cfg: DictConfig) -> dict[str, str]:
     """Sets the variables above that the user has not set; returns those it set. Call before the model loads."""
     wanted = dict(ALWAYS)
-    if (cfg.model.get("tiny") is not None and not cfg.model.get("ao_lora_id") and not cfg.trainer.get("init_from")
+    source = cfg.model.get("source")
+    local = cfg.model.get("tiny") is not None or getattr(source, "value", source) == "gguf"
+    if (local and not cfg.model.get("ao_lora_id") and not cfg.trainer.get("init_from")
             and not _in_sweep()):  # a sweep's jobs share one process: a later job may need the hub
         wanted.update(LOCAL_MODEL)
     if cfg.logger.name == "wandb" and _wandb_offline(cfg):
@@ -43,7 +46,7 @@ def keep_offline(cfg: DictConfig) -> dict[str, str]:
     os.environ.update(applied)
     _update_imported_constants()
     if "HF_HUB_OFFLINE" in applied:
-        log.info("model=%s is built locally: the model hub is not contacted (HF_HUB_OFFLINE=0 to allow it)",
+        log.info("model=%s is local: the model hub is not contacted (HF_HUB_OFFLINE=0 to allow it)",
                  cfg.model.name)
     return applied
 

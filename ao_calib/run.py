@@ -64,8 +64,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             else task.pretrained_adapter())
         check_resources(cfg, task, adapter)
         source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
-        tokenizer = models.load_tokenizer(source)
+        tokenizer = models.load_tokenizer(source, cfg.model)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
+        summary.model = models.describe(model, cfg.model, source)
         data, prompts_over = guard_prompts(
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
             cfg.trainer.get("prompt_length_policy", "drop"),

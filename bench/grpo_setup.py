@@ -41,7 +41,7 @@ class GRPOBench:
         task = build_task(cfg)
         if shape is None:
             source = models.model_source(cfg.model, cfg.paths.cache_dir)
-            tokenizer = models.load_tokenizer(source)
+            tokenizer = models.load_tokenizer(source, cfg.model)
             base = models.load_base_model(cfg.model, source)
         else:
             on_gpu = torch.cuda.is_available()

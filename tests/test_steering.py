@@ -1,4 +1,5 @@
-"""Layer-1 injection against an independent computation of the formula, on both tiny architectures."""
+"""Layer-1 injection against an independent computation of the formula, on both tiny architectures and on a real
+pretrained Llama-layout model (SmolLM2-135M-Instruct)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token
 from ao_calib.steering import SteeringError, steer
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 
-FAMILIES = ["qwen3", "gemma3"]
+FAMILIES = ["qwen3", "gemma3", "smollm2"]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def tiny(request, offline_env):
-    path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
+    if request.param == "smollm2":
+        path = request.getfixturevalue("smollm2_source")
+    else:
+        path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     return tokenizer, model

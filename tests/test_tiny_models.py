@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from ao_calib.tiny import models as tiny_models
 from ao_calib.tiny.corpus import corpus_texts
-from ao_calib.steering.layout import DECODER_LAYERS_PATH, get_decoder_layers
+from ao_calib.steering.layout import UnsupportedLayoutError, decoder_layers_path, get_decoder_layers
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model, tiny_model_key
 
 transformers = pytest.importorskip("transformers")
@@ -93,6 +93,10 @@ def test_qwen_generation_config(loaded: dict) -> None:
     assert tok.padding_side == "right" and tok.model_max_length == 2048
 
 
+# Where each architecture keeps its text decoder's layers (Gemma 3 is multimodal: a vision tower beside it).
+DECODER_LAYERS_PATH = {"qwen3": "model.layers", "gemma3": "model.language_model.layers"}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_decoder_layers_plain_and_peft(family: str, built: dict[str, Path]) -> None:
     from peft import LoraConfig, get_peft_model
@@ -100,12 +104,22 @@ def test_decoder_layers_plain_and_peft(family: str, built: dict[str, Path]) -> N
     model = AutoModelForCausalLM.from_pretrained(built[family], local_files_only=True)
     layers = get_decoder_layers(model)
     assert isinstance(layers, torch.nn.ModuleList) and len(layers) == 4
+    assert decoder_layers_path(model) == DECODER_LAYERS_PATH[family]
     assert operator.attrgetter(DECODER_LAYERS_PATH[family])(model) is layers
 
     peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     peft_layers = get_decoder_layers(peft_model)
     assert peft_layers is layers and len(peft_layers) == 4
     assert operator.attrgetter("base_model.model." + DECODER_LAYERS_PATH[family])(peft_model) is layers
+
+
+def test_a_model_without_decoder_layers_is_refused_naming_its_class() -> None:
+    class NoLayers(torch.nn.Module):
+        def get_decoder(self):
+            return torch.nn.Linear(2, 2)
+
+    with pytest.raises(UnsupportedLayoutError, match="decoder layers of NoLayers"):
+        get_decoder_layers(NoLayers())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

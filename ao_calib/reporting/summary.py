@@ -44,6 +44,7 @@ class RunSummary:
     wandb_run_id: str | None = None
     git_commit: str | None = field(default_factory=git_commit)
     resumed_from: str | None = None  # the checkpoint this process resumed from
+    model: dict | None = None  # what was loaded: name, class, where from, parameter counts (models.describe)
 
     def previous(self) -> dict | None:
         """What an earlier process of this run wrote (a resume reads its wandb run id and status)."""
@@ -62,6 +63,7 @@ class RunSummary:
             "host": socket.gethostname(),
             "final_metrics": final_metrics or {},
             "eval_metrics": eval_metrics or {},
+            **({"model": self.model} if self.model else {}),
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
             **({"signal": signal} if signal else {}),
             **({"error": error} if error else {}),

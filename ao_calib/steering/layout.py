@@ -1,13 +1,18 @@
-"""Where the decoder layers live in each supported architecture, plain or peft-wrapped."""
+"""Where a model's decoder layers live, plain or wrapped, found the way transformers finds its decoder.
+
+``get_decoder()`` is transformers' own lookup of the text decoder (``self.model`` of a ``*ForCausalLM``, the
+``language_model`` of a multimodal model such as Gemma 3's); its ``layers`` is the decoder-layer ModuleList for
+every decoder-only architecture that follows the library's layout (Llama, Qwen, Gemma, Mistral, ...). A model that
+does not is refused with one message naming its class.
+"""
 
 from __future__ import annotations
 
 import torch
 
-DECODER_LAYERS_PATH: dict[str, str] = {
-    "qwen3": "model.layers",
-    "gemma3": "model.language_model.layers",
-}
+
+class UnsupportedLayoutError(AttributeError):
+    """The model's decoder layers cannot be found: injection, extraction and LoRA placement need them."""
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -21,27 +26,30 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def decoder_layers_path(model: torch.nn.Module) -> str:
-    """The dotted path from the unwrapped model to its decoder-layer ModuleList (e.g. ``model.layers``)."""
-    base = unwrap(model)
-    model_type = getattr(getattr(base, "config", None), "model_type", None)
-    candidates = [DECODER_LAYERS_PATH[model_type]] if model_type in DECODER_LAYERS_PATH else []
-    # Fallbacks cover text-only variants (e.g. gemma3_text -> Gemma3ForCausalLM) and other archs.
-    candidates += [p for p in ("model.layers", "model.language_model.layers") if p not in candidates]
-    for path in candidates:
-        obj: object = base
-        for attr in path.split("."):
-            obj = getattr(obj, attr, None)
-            if obj is None:
-                break
-        if isinstance(obj, torch.nn.ModuleList):
-            return path
-    raise AttributeError(f"cannot find decoder layers on {type(base).__name__} (tried {candidates})")
+def _num_layers(base: torch.nn.Module) -> int | None:
+    config = getattr(base, "config", None)
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "num_hidden_layers", None)
 
 
 def get_decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The decoder-layer ModuleList of a plain or peft-wrapped Qwen3 / Gemma 3 model."""
-    obj = unwrap(model)
-    for attr in decoder_layers_path(model).split("."):
-        obj = getattr(obj, attr)
-    return obj
+    """The decoder-layer ModuleList of a plain or wrapped model."""
+    base = unwrap(model)
+    decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    expected = _num_layers(base)
+    if not isinstance(layers, torch.nn.ModuleList) or (expected is not None and len(layers) != expected):
+        found = "no ModuleList" if not isinstance(layers, torch.nn.ModuleList) else f"{len(layers)} modules"
+        raise UnsupportedLayoutError(
+            f"cannot find the decoder layers of {type(base).__name__}: ao_calib reads them as get_decoder().layers "
+            f"(found {found}, config says {expected} layers); injection, extraction and LoRA placement need them")
+    return layers
+
+
+def decoder_layers_path(model: torch.nn.Module) -> str:
+    """The dotted path from the unwrapped model to its decoder-layer ModuleList (e.g. ``model.layers``)."""
+    base = unwrap(model)
+    layers = get_decoder_layers(base)
+    return next(name for name, module in base.named_modules() if module is layers)

@@ -78,7 +78,7 @@ def _train(cfg: DictConfig, out: Path) -> None:
     task, settings = cfg.task, cfg.task.stand_in
     torch.manual_seed(settings.seed)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source)
+    tokenizer = models.load_tokenizer(source, cfg.model)
     model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
     chat_kwargs = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
     rows, _ = generate_splits(settings.n_prompts, 1, 3, list(task.data.generate.kinds), settings.seed + 1000)

