@@ -23,10 +23,10 @@ from ao_calib.trainers.sft import build_sft_config
 COMMON = ["task=tool_json", "reward=tool_json", "task.data.generate.n=400", "logger=none"]
 
 
-def sft_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
+def sft_sides(model: str, steps: int, extra: tuple[str, ...] | list[str] = ()) -> tuple[GRPOBench, dict]:
     bench = GRPOBench.compose([*COMMON, f"model={model}", "trainer=sft", f"trainer.max_steps={steps}",
                                "trainer.batch_size=8", "trainer.max_length=448", "trainer.save_steps=100000",
-                               "trainer.logging_steps=1", "trainer.lr=1e-4"])
+                               "trainer.logging_steps=1", "trainer.lr=1e-4", *extra])
 
     def plain(out: Path):
         # TRL's own prompt-completion path: it applies the chat template and masks the prompt itself.
@@ -38,10 +38,10 @@ def sft_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
     return bench, {"ao_calib": bench.ao_calib_trainer, "trl": plain}
 
 
-def ppo_sides(model: str, steps: int) -> tuple[GRPOBench, dict]:
+def ppo_sides(model: str, steps: int, extra: tuple[str, ...] | list[str] = ()) -> tuple[GRPOBench, dict]:
     bench = GRPOBench.compose([*COMMON, f"model={model}", "trainer=ppo", f"trainer.max_steps={steps}",
                                "trainer.batch_size=8", "trainer.ppo_epochs=4", "trainer.max_completion_length=64",
-                               "trainer.save_steps=100000", "trainer.logging_steps=1", "eval.enabled=false"])
+                               "trainer.save_steps=100000", "trainer.logging_steps=1", "eval.enabled=false", *extra])
     t = bench.cfg.trainer
 
     def plain(out: Path):

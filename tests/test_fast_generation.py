@@ -24,9 +24,12 @@ MAX_NEW = 10
 GROUP = 3  # completions per prompt, as TRL lists them: each prompt's copies in a row
 
 
-@pytest.fixture(scope="module", params=["qwen3", "gemma3"])
+@pytest.fixture(scope="module", params=["qwen3", "gemma3", "smollm2"])
 def tiny_lora(request, offline_env):
-    path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
+    if request.param == "smollm2":  # a real pretrained Llama-layout model
+        path = request.getfixturevalue("smollm2_source")
+    else:
+        path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

@@ -72,3 +72,19 @@ def test_missing_gpu_is_reported_before_any_download(monkeypatch):
     assert "CUDA GPU" in message and "google/gemma-3-27b-it" in message
     assert "adamkarvonen/checkpoints_latentqa_cls_past_lens_gemma-3-27b-it" in message
     assert "experiment=quickstart" in message
+
+
+def test_the_model_config_can_replace_the_chat_template_and_names_options_the_template_never_reads(caplog):
+    cfg = model_cfg("model=tiny_gemma3", "+model.chat_template_kwargs.enable_thinking=false")
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    with caplog.at_level("WARNING", logger="ao_calib.models"):
+        tokenizer = models.load_tokenizer(source, cfg.model)
+    assert "never reads enable_thinking" in caplog.text  # Gemma 3's template has no thinking mode
+    assert "enable_thinking" not in model_cfg("model=tiny_gemma3").model.chat_template_kwargs
+    own = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+
+    cfg.model.chat_template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+    caplog.clear()
+    replaced = models.load_tokenizer(source, cfg.model)
+    assert replaced.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "[user] hi\n" != own
+    assert "enable_thinking" in caplog.text  # the replacement does not read it either
