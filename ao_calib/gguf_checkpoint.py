@@ -121,6 +121,9 @@ def _convert(gguf_path: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM
 
     tokenizer, loaded = load_gguf(gguf_path)
+    if tokenizer.pad_token is None:  # older transformers (5.10) do not read the GGUF's padding token
+        pad_id = loaded.config.pad_token_id if loaded.config.pad_token_id is not None else tokenizer.eos_token_id
+        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_id)
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the GGUF entry: what makes save_pretrained refuse the loaded model
