@@ -1,7 +1,7 @@
 """Judge throughput: the litellm judge against a local OpenAI-compatible server with a fixed latency.
 
 256 distinct items are judged at concurrency 64 against a server that takes 100 ms per request (so the floor is
-4 waves x 100 ms = 0.4 s), through real litellm and real HTTP on 127.0.0.1. The server (tests/judge_server.py) runs
+4 waves x 100 ms = 0.4 s), through real litellm and real HTTP on 127.0.0.1. The server (ao_calib/judges/rule_server.py) runs
 in its own process by default, as a real judge server would, so its CPU time is not charged to the judge's GIL. Then a fresh judge with the same cache
 directory judges them again: it should make no HTTP call. Each round uses a new cache directory; the median round
 is reported. A one-item warm-up (litellm's lazy set-up, the connection pool) runs first and is not timed. The same
@@ -37,7 +37,7 @@ from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.litellm_judge import LiteLLMJudge
-from tests.judge_server import JudgeServer
+from ao_calib.judges.rule_server import JudgeServer
 
 MODELS = ("openai/judge-bench", "hosted_vllm/judge-bench")
 TARGET_S = 1.0  # the issue's "256 judgments in about 1 s at concurrency 64"
@@ -73,7 +73,7 @@ class ProcessServer:
         self.latency = latency
 
     def __enter__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.judge_server", "--latency", str(self.latency),
+        self.proc = subprocess.Popen([sys.executable, "-m", "ao_calib.judges.rule_server", "--latency", str(self.latency),
                                       "--max-seconds", "900"], cwd=ROOT, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()

@@ -75,3 +75,34 @@ def test_every_package_folder_is_installed():
     listed = set(tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     packages = {name for name, path in modules().items() if path.name == "__init__.py"}
     assert packages == listed
+
+
+def project_graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(name, path, set(mods)) for name, path in mods.items()}
+
+
+def test_calibration_imports_no_trainer():
+    graph = project_graph()
+    crossing = {(name, target) for name, targets in graph.items() if name.startswith("ao_calib.calibration")
+                for target in targets if target.startswith("ao_calib.trainers")}
+    assert crossing == set()
+
+
+def test_trainers_share_a_base_instead_of_importing_each_other():
+    trainers = {f"ao_calib.trainers.{name}" for name in ("grpo", "ppo", "rloo", "sft")}
+    graph = project_graph()
+    assert trainers <= set(graph)
+    assert {(name, target) for name in trainers for target in graph[name] if target in trainers} == set()
+
+
+def test_nothing_outside_the_tests_imports_them():
+    for folder in ("ao_calib", "tasks", "bench"):
+        for path in (PROJECT_ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                assert not any(n == "tests" or n.startswith("tests.") for n in names), path
+            assert not re.search(r"-m\s+tests\.|\"tests\.\w+\"", path.read_text()), path
+    for path in [*(PROJECT_ROOT / "conf").rglob("*.yaml"), PROJECT_ROOT / "README.md"]:
+        assert not re.search(r"python -m tests\.", path.read_text()), path

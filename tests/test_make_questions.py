@@ -1,4 +1,4 @@
-"""ao_calib_tasks.oracle.make_questions through real litellm and real HTTP against the local test server (tests/judge_server.py).
+"""ao_calib_tasks.oracle.make_questions through real litellm and real HTTP against the local test server (ao_calib/judges/rule_server.py).
 
 Nothing is mocked: every request goes litellm -> aiohttp -> 127.0.0.1 -> the test server, whose ``rule`` writes a
 JSON list of questions derived from the prompt, sometimes wrapped in prose or code fences. Only the parsing and the
@@ -17,7 +17,7 @@ from ao_calib_tasks.oracle.data import load_wildchat
 from ao_calib_tasks.oracle.make_questions import (QuestionCache, QuestionWriter, main, make_questions, parse_questions,
                                          question_key, read_prompts)
 from tests.conftest import run_cli
-from tests.judge_server import Behaviour, JudgeServer
+from ao_calib.judges.rule_server import Behaviour, JudgeServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -115,7 +115,7 @@ def test_oracle_pipeline_on_the_gemma3_layout(tmp_path):
 def test_oracle_grpo_with_the_litellm_judge_keeps_the_key_secret(tmp_path):
     """GRPO scored by a real litellm judge against a local OpenAI-compatible server; the API key (from the
     environment only) appears nowhere in the run directory."""
-    from tests.judge_server import JudgeServer
+    from ao_calib.judges.rule_server import JudgeServer
 
     secret = "sk-test-" + "9" * 32
     out = tmp_path / "judged"
@@ -147,7 +147,7 @@ def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tm
 
 
 def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
-    from tests.judge_server import JudgeServer
+    from ao_calib.judges.rule_server import JudgeServer
 
     topics = ["my Python code crashes", "a birthday cake recipe", "planning a trip to Rome", "learning guitar chords"]
     records = [{"wildchat_question": f"Hi! Can you help me with {t}? Thanks a lot.", "language": "english",
@@ -178,7 +178,8 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
     a pretrained oracle that writes no tag (the stand-in), format warm-up, GRPO, held-out calibration against
     the judge."""
     from ao_calib_tasks.oracle.generate import generate_rows
-    from tests.judge_server import Behaviour, JudgeServer, generated_truth_rule
+    from ao_calib.judges.rule_server import Behaviour, JudgeServer
+    from ao_calib_tasks.oracle.judge_server import generated_truth_rule
 
     questions: dict[str, list[str]] = {}
     for row in generate_rows(90, 3, ("city", "mood", "topic"), seed=11):

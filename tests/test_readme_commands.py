@@ -124,7 +124,7 @@ def as_tested(argv: list[str], run: Path, tmp: Path) -> tuple[list[str], dict[st
         return [module, "--help"], env  # needs the user's hub account (tests/test_export.py uploads to a stand-in)
     if module == "ao_calib.export":
         return [module, *map(at_run, args), f"out={tmp / 'export'}-{len(list(tmp.glob('export*')))}"], env
-    if module in ("ao_calib.score", "tests.judge_server"):  # need the user's completions / serve until stopped
+    if module in ("ao_calib.score", "ao_calib_tasks.oracle.judge_server"):  # the user's completions / serves until stopped
         return [module, "--help"], env
     raise AssertionError(f"README runs `python -m {module}`: tests/test_readme_commands.py has no rule for it")
 

@@ -1,9 +1,9 @@
-"""Alerts about stated confidence (see ``ao_calib.trainers.alerts`` for the mechanism): confidences collapsed to
+"""Alerts about stated confidence (see ``ao_calib.alerts`` and ``ao_calib.trainers.alerts`` for the mechanism): confidences collapsed to
 one value, and answers shrinking while the confidence holds (the vague-answer exploit)."""
 
 from __future__ import annotations
 
-from ao_calib.trainers.alerts import Alert, below
+from ao_calib.alerts import Alert, below
 
 
 def calibration_alerts(cfg) -> list[Alert]:

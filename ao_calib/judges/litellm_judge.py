@@ -75,7 +75,7 @@ def parse_score(text: str | None) -> float | None:
 _litellm_lock = threading.Lock()
 
 
-def _import_litellm():
+def import_litellm():
     """litellm, imported once, quietly: no debug hints, no telemetry, the bundled cost map."""
     with _litellm_lock:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -99,7 +99,7 @@ def _status_code(exc: BaseException) -> int | None:
 def is_retryable(exc: BaseException) -> bool:
     """True for transient failures: 408/409/425/429, any 5xx, timeouts and connection errors; False for the rest
     (400, 401, 403, 404, 422, bad parameters, bugs)."""
-    litellm = _import_litellm()
+    litellm = import_litellm()
     if isinstance(exc, (litellm.Timeout, litellm.RateLimitError, litellm.InternalServerError,
                         litellm.ServiceUnavailableError, litellm.BadGatewayError, litellm.APIConnectionError)):
         return True
@@ -109,7 +109,7 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError, OSError))
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """The exception's class and status code only: messages may quote request details. A connection that could
     not be made is named as such: litellm files it under status 500, which would read as a server error."""
     if _is_connection_error(exc):
@@ -309,7 +309,7 @@ class LiteLLMJudge(Judge):
         is unset: named before the run loads anything (``ao_calib.preflight``)."""
         if settings.api_base or not settings.model:
             return []
-        keys = _import_litellm().validate_environment(model=settings.model).get("missing_keys") or []
+        keys = import_litellm().validate_environment(model=settings.model).get("missing_keys") or []
         return [f"the environment variable {' and '.join(keys)} for judge.model={settings.model} (or a "
                 "self-hosted judge: judge.api_base=http://HOST:PORT/v1)"] if keys else []
 
@@ -344,7 +344,7 @@ class LiteLLMJudge(Judge):
         self.backoff_s = float(settings.backoff_s)
         self.jitter = float(settings.jitter)
         self.cache = JudgmentCache(settings.cache_dir) if settings.cache_dir else None
-        self._litellm = _import_litellm()
+        self._litellm = import_litellm()
         self._lock = threading.Lock()
         self._step = _Counters()
         self._total = _Counters()
@@ -466,7 +466,7 @@ class LiteLLMJudge(Judge):
                 # Off the event loop: creating a file costs ~0.5 ms of syscalls, which overlap other requests here.
                 await asyncio.get_running_loop().run_in_executor(None, self.cache.put, key, value, raw)
             except OSError as e:
-                log.warning("judge cache: could not write a judgment (%s)", _describe(e))
+                log.warning("judge cache: could not write a judgment (%s)", describe_error(e))
         return value, raw, reason
 
     async def _judge(self, text: str, sem: asyncio.Semaphore) -> tuple[float | None, str | None, str]:
@@ -488,7 +488,7 @@ class LiteLLMJudge(Judge):
                     response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
                 except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
                     self._add(calls=1, errors=1, latency=time.perf_counter() - start)
-                    last = _describe(e)
+                    last = describe_error(e)
                     if not is_retryable(e):
                         return None, None, f"{last}, not retried"
                     log.debug("judge %s: attempt %d failed: %s", self.model, attempt + 1, last)

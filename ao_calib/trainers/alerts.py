@@ -1,46 +1,20 @@
 """Failure-mode alerts while an online trainer trains. Each alert fires at most once per run, after its condition
 held ``patience`` logged steps in a row: it is logged, printed, recorded in ``metrics.jsonl`` (``alert/<name>``)
 and listed in ``summary.json``. The conditions that hold for every task live here; those about stated
-confidence live in ``ao_calib.calibration.alerts``."""
+confidence live in ``ao_calib.calibration.alerts``; what an alert is, in ``ao_calib.alerts``."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from ao_calib.alerts import Alert, above, below_any
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Alert:
-    """``check(logs)`` returns ``(value, threshold)`` when the condition holds on one logged step, else None."""
-
-    name: str
-    message: str  # formatted with value and threshold
-    check: Callable[[dict], "tuple[float, float] | None"]
-
-
-def below(key: str, threshold: float) -> Callable[[dict], tuple[float, float] | None]:
-    return lambda logs: (logs[key], threshold) if logs.get(key) is not None and logs[key] < threshold else None
-
-
-def below_any(keys: Sequence[str], threshold: float) -> Callable[[dict], tuple[float, float] | None]:
-    """Holds when any of ``keys`` is logged below ``threshold`` (GRPO and RLOO log the group advantage spread, PPO
-    the spread of its rollouts' scores)."""
-    def check(logs: dict):
-        found = [logs[k] for k in keys if logs.get(k) is not None and logs[k] < threshold]
-        return (min(found), threshold) if found else None
-
-    return check
-
-
-def above(key: str, threshold: float) -> Callable[[dict], tuple[float, float] | None]:
-    return lambda logs: (logs[key], threshold) if logs.get(key) is not None and logs[key] > threshold else None
 
 
 def training_alerts(cfg) -> list[Alert]:

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from omegaconf import DictConfig
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 
-from ao_calib.trainers.common import (CompletionSamplesMixin, TrainerSetup, build_online_trainer, group_kwargs,
-                                      sampling_kwargs, training_kwargs)
-from ao_calib.trainers.credit import ConfidenceCreditMixin
-from ao_calib.trainers.fast_generation import FastGenerationMixin
+from ao_calib.trainers.base import AOGRPOTrainer
+from ao_calib.trainers.common import TrainerSetup, build_online_trainer, group_kwargs, sampling_kwargs, training_kwargs
 from ao_calib.trainers.steering import SteeringMixin
-
-
-class AOGRPOTrainer(ConfidenceCreditMixin, CompletionSamplesMixin, FastGenerationMixin, GRPOTrainer):
-    """GRPOTrainer that records sampled completions, takes curriculum reward weights and credits a stated
-    confidence by its calibration term when the calibration rule asks (``task.calibration.credit``)."""
 
 
 class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):

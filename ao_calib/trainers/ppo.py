@@ -28,7 +28,7 @@ from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
 from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, per_process, sampling_kwargs,
                                       training_kwargs)
-from ao_calib.trainers.grpo import AOGRPOTrainer
+from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
 
 log = logging.getLogger(__name__)

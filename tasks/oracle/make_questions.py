@@ -308,7 +308,7 @@ class QuestionWriter:
             raise AOCalibError("need max_concurrency >= 1, max_retries >= 0, timeout_s > 0, backoff_s >= 0 and "
                                f"max_prompt_chars >= 1 (got {max_concurrency}, {max_retries}, {timeout_s}, "
                                f"{backoff_s}, {max_prompt_chars})")
-        from ao_calib.judges.litellm_judge import CostMeter, _import_litellm
+        from ao_calib.judges.litellm_judge import CostMeter, import_litellm
 
         self.model = model
         self.api_base = api_base or None
@@ -325,7 +325,7 @@ class QuestionWriter:
         self.template = template
         self.cache = QuestionCache(cache_dir) if cache_dir else None
         self.summary = Summary()
-        self._litellm = _import_litellm()
+        self._litellm = import_litellm()
         self._rng = random.Random()
         self._cost = CostMeter(self._litellm, self.model, self.api_base)
         self.render("", UNKNOWN_LANGUAGE)  # a bad template fails here, not per prompt
@@ -416,7 +416,7 @@ class QuestionWriter:
 
     async def _ask(self, text: str, sem: asyncio.Semaphore) -> tuple[list[str] | None, str | None, str]:
         """One prompt's questions with retries: (questions, raw reply, "") or (None, None, why it failed)."""
-        from ao_calib.judges.litellm_judge import _describe, is_retryable, response_text
+        from ao_calib.judges.litellm_judge import describe_error, is_retryable, response_text
 
         kwargs = self._request_kwargs(text)
         guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
@@ -432,7 +432,7 @@ class QuestionWriter:
                 except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
                     s.calls += 1
                     s.errors += 1
-                    last = _describe(e)
+                    last = describe_error(e)
                     if not is_retryable(e):
                         return None, None, f"{last}, not retried"
                     log.debug("attempt %d failed: %s", attempt + 1, last)

@@ -45,26 +45,7 @@ def default_rule(prompt_text: str) -> str:
     )
 
 
-TEXT_BLOCK = re.compile(r"Text:\n<<<\n(.*?)\n>>>", re.S)
-QUESTION_LINE = re.compile(r"^Question about the text:\s*(.*)$", re.M)
-
-
-def generated_truth_rule(prompt_text: str) -> str:
-    """Grades an oracle's yes/no answer about a prompt of the offline generator as a reading judge would: it reads
-    the text and the question (the oracle's default grading prompt) and works out the true answer. Right: 95,
-    wrong: 5, no yes/no answer: 20; a question it cannot settle: 50."""
-    from ao_calib.judges.label import yes_no
-    from ao_calib_tasks.oracle.generate import true_answer
-
-    text, question, answer = (TEXT_BLOCK.search(prompt_text), QUESTION_LINE.search(prompt_text),
-                              ANSWER_LINE.findall(prompt_text))
-    truth = true_answer(text.group(1), question.group(1)) if text and question else None
-    said = yes_no(answer[-1]) if answer else None
-    score = 50 if truth is None else 20 if said is None else 95 if said == truth.lower() else 5
-    return f"The text settles the question as {truth!r}; the answer says {said!r}.\nSCORE: {score}"
-
-
-RULES = {"yes": default_rule, "generated": generated_truth_rule}
+RULES = {"yes": default_rule}
 
 
 @dataclass
@@ -287,21 +268,22 @@ def _completion(model: str, prompt_text: str, text: str) -> dict:
     }
 
 
-def main() -> None:
+def main(rule: Callable[[str], str] | None = None, description: str | None = None) -> None:
     """Serve from a process of its own: prints ``PORT <n>``, then serves until stdin closes, SIGTERM, or
-    ``--max-seconds`` pass (so a forgotten server never outlives its benchmark)."""
+    ``--max-seconds`` pass (so a forgotten server never outlives its benchmark). A task passes its own grading
+    ``rule`` (``python -m ao_calib_tasks.oracle.judge_server``); otherwise ``--rule`` picks one of :data:`RULES`."""
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(description="OpenAI-compatible test judge server on 127.0.0.1")
+    parser = argparse.ArgumentParser(description=description or "OpenAI-compatible rule judge on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
-    parser.add_argument("--rule", choices=sorted(RULES), default="yes",
-                        help="yes: 'yes' scores 90, anything else 10; generated: the true answer about a prompt of "
-                             "the offline oracle generator scores 95, a wrong one 5")
+    if rule is None:
+        parser.add_argument("--rule", choices=sorted(RULES), default="yes",
+                            help="yes: the answer 'yes' scores 90, anything else 10")
     args = parser.parse_args()
-    with JudgeServer(Behaviour(latency_s=args.latency, rule=RULES[args.rule]), port=args.port) as server:
+    with JudgeServer(Behaviour(latency_s=args.latency, rule=rule or RULES[args.rule]), port=args.port) as server:
         print(f"PORT {server.port}", flush=True)
         done = threading.Event()
 
