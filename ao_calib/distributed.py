@@ -13,11 +13,15 @@ import datetime
 import functools
 import logging
 import os
+import pickle
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
+
+from ao_calib.errors import RemoteError
 
 T = TypeVar("T")
 
@@ -99,20 +103,47 @@ def shutdown() -> None:
 
 
 def on_main(fn: Callable[[], T]) -> T:
-    """``fn()`` on the main process only, its result (or its exception) on every process: for what must happen
-    once (judge calls, file writes) while the others wait for the outcome."""
+    """``fn()`` on the main process only, its result (or its error) on every process: for what must happen once
+    (judge calls, file writes) while the others wait for the outcome.
+
+    An error is handed on as its type's name, its text and its traceback's text, never as the object (an exception
+    holding a lambda does not pickle, and trying would end rank 0 with a pickling error and the others with a
+    closed connection, the error's own text lost everywhere): the main process re-raises its own exception, every
+    other process an ``errors.RemoteError`` whose message carries the type and text (an ``AOCalibError``: the run
+    ends there with one line, the main process reporting the error itself). A result that does not pickle is
+    such an error too, raised on every process alike."""
     if not is_distributed():
         return fn()
-    outcome: tuple[str, Any] = ("ok", None)
+    error: BaseException | None = None
+    payload = b""
     if is_main():
         try:
-            outcome = ("ok", fn())
-        except BaseException as exc:  # noqa: BLE001 -- handed to every rank, re-raised below
-            outcome = ("error", exc)
-    kind, value = broadcast(outcome)
-    if kind == "error":
-        raise value
-    return value
+            payload = pickle.dumps(("ok", fn()))
+        except BaseException as exc:  # noqa: BLE001 -- described to every rank, re-raised below
+            error = exc
+            payload = pickle.dumps(("error", describe_error(exc)))
+    kind, value = pickle.loads(broadcast(payload))
+    if kind == "ok":
+        return value
+    if error is not None:
+        raise error  # the main process: its own exception, its traceback and chain intact
+    type_name, text, remote_traceback = value
+    raise RemoteError(0, type_name, text, remote_traceback)
+
+
+def describe_error(exc: BaseException) -> tuple[str, str, str]:
+    """(type name, text, formatted traceback) of ``exc``: plain strings, which always pickle."""
+    cls = type(exc)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 -- a broken __str__ still leaves the type and the traceback
+        text = "<the error's text could not be read>"
+    try:
+        formatted = "".join(traceback.format_exception(exc))
+    except Exception:  # noqa: BLE001
+        formatted = ""
+    return name, text, formatted
 
 
 def split(items: Sequence[T]) -> list[T]:

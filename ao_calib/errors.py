@@ -27,3 +27,19 @@ class ResourceUnavailableError(AOCalibError):
 class MissingDataFileError(AOCalibError, FileNotFoundError):
     """A configured data file does not exist: one line, exit 2. Still a FileNotFoundError, so a loader that falls
     back to another source on a missing file keeps doing so."""
+
+
+class RemoteError(AOCalibError):
+    """Another process's error, raised on this one: ``distributed.on_main`` hands the main process's error to every
+    process as its type's name, its text and its traceback's text (the exception object itself may not pickle: one
+    holding a lambda would lose the text on every rank). The message names the type and the text; the remote
+    traceback is kept in ``remote_traceback`` and shown as a note where a traceback is printed."""
+
+    def __init__(self, rank: int, type_name: str, text: str, remote_traceback: str = ""):
+        self.rank, self.type_name, self.text, self.remote_traceback = rank, type_name, text, remote_traceback
+        super().__init__((f"{type_name}: {text}" if text else type_name) + f" (raised on rank {rank})")
+        if remote_traceback:
+            self.add_note(f"rank {rank}'s traceback:\n{remote_traceback.rstrip()}")
+
+    def __reduce__(self):  # picklable again (its own __init__ takes four arguments)
+        return type(self), (self.rank, self.type_name, self.text, self.remote_traceback)

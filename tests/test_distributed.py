@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib import distributed
+from ao_calib.errors import RemoteError
 from ao_calib.run_dir import RunDir
 from tests.conftest import PROJECT_ROOT
 
@@ -119,8 +120,8 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
     try:
         distributed.on_main(lambda: 1 / 0)
         error = None
-    except ZeroDivisionError as exc:
-        error = type(exc).__name__
+    except (ZeroDivisionError, RemoteError) as exc:  # rank 0: its own error; the others: its type and text
+        error = str(exc) if isinstance(exc, RemoteError) else type(exc).__name__
     Path(out, f"{rank}.json").write_text(json.dumps({"share": share, "gathered": gathered, "decided": decided,
                                                      "error": error}))
     import torch.distributed as dist
@@ -128,16 +129,27 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()  # before exit: a live gloo group can abort the process as it is torn down
 
 
-def spawn_two(work, out: Path) -> None:
-    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing)."""
+def spawn_two(work, out: Path, timeout: float | None = None) -> None:
+    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing). With a
+    ``timeout`` (seconds) a run still going then is killed and fails the test: a hang does not hang CI."""
     import socket
+    import time
 
     import torch.multiprocessing as mp
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(work, args=(port, str(out)), nprocs=2, join=True)
+    context = mp.spawn(work, args=(port, str(out)), nprocs=2, join=False)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not context.join(timeout=1.0):  # raises as soon as one process fails (the other is ended)
+        if deadline is not None and time.monotonic() > deadline:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+            for process in context.processes:
+                process.join(5)
+            pytest.fail(f"{work.__name__}: the two processes were still running after {timeout} s")
 
 
 def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
@@ -146,9 +158,58 @@ def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
     assert results[0]["share"] == ["row0", "row2", "row4", "row6"] and results[1]["share"] == ["row1", "row3", "row5"]
     for r in results:  # every process gets all results in the original order, the main's decision, its error
         assert r["gathered"] == [f"ROW{i}" for i in range(7)]
-        assert r["decided"] == "rank 0 decided" and r["error"] == "ZeroDivisionError"
+        assert r["decided"] == "rank 0 decided"
+    assert results[0]["error"] == "ZeroDivisionError"
+    assert results[1]["error"] == "ZeroDivisionError: division by zero (raised on rank 0)"
     # One process: plain calls, no process group.
     assert distributed.split([1, 2, 3]) == [1, 2, 3] and distributed.on_main(lambda: "x") == "x"
+
+
+def _unpicklable_errors(rank: int, port: int, out: str) -> None:
+    """Rank 0's ``fn`` raises an exception holding a lambda (which does not pickle), then returns a lambda: every
+    rank records what it caught."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+
+    class HoldsALambda(Exception):
+        def __init__(self, text):
+            super().__init__(text)
+            self.callback = lambda: text
+
+    def judge_call():
+        raise HoldsALambda("the judge answered 503 three times")
+
+    caught = {}
+    for name, fn in (("error", judge_call), ("result", lambda: (lambda: "not sendable"))):
+        try:
+            distributed.on_main(fn)
+            caught[name] = None
+        except BaseException as exc:  # noqa: BLE001 -- recorded for the test
+            caught[name] = {"type": type(exc).__name__, "text": str(exc),
+                            "remote_traceback": getattr(exc, "remote_traceback", ""),
+                            "notes": getattr(exc, "__notes__", [])}
+    Path(out, f"{rank}.json").write_text(json.dumps(caught))
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+
+
+def test_an_unpicklable_error_on_the_main_process_ends_every_rank_with_its_text(tmp_path):
+    spawn_two(_unpicklable_errors, tmp_path, timeout=120)  # a hang fails the test instead of hanging CI
+    main, other = (json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2))
+    text = "the judge answered 503 three times"
+    # The main process re-raises its own exception; the other an error naming its type and text, with its
+    # traceback (the frame that raised it) as a note.
+    assert main["error"]["type"] == "HoldsALambda" and main["error"]["text"] == text
+    assert other["error"]["type"] == "RemoteError"
+    assert "HoldsALambda" in other["error"]["text"] and text in other["error"]["text"]
+    assert "rank 0" in other["error"]["text"]
+    assert "judge_call" in other["error"]["remote_traceback"] and text in other["error"]["remote_traceback"]
+    assert any("judge_call" in note for note in other["error"]["notes"])
+    # A result that does not pickle: the same error (the pickling error's type and text) on every rank.
+    assert main["result"] is not None and other["result"]["type"] == "RemoteError"
+    assert main["result"]["text"] in other["result"]["text"] and main["result"]["type"] in other["result"]["text"]
+    assert "pickle" in main["result"]["text"].lower()
 
 
 def _fsdp2_step(rank: int, port: int, out: str) -> None:
