@@ -95,6 +95,11 @@ class ModelConfig:
     # "4bit": QLoRA, the base weights loaded in 4-bit NF4 through bitsandbytes (CUDA only); null: full weights
     quantization: Optional[str] = None
     gradient_checkpointing: bool = False
+    # At most this many completions (or SFT rows) per forward/backward pass where a stage leaves its own
+    # micro_batch_size null: the largest divisor of the step's examples up to this number. A model too big to
+    # train a whole step at once on its usual machine sets it (SmolLM2 on a 24 GB CPU machine: a GRPO step of
+    # 32 completions at once needs ~30 GB); null: the whole step in one pass. trainer.micro_batch_size overrides.
+    max_micro_batch_size: Optional[int] = None
     num_hidden_layers: int = MISSING  # checked against the loaded model; layer percents are taken of it
     # Activation Oracle injection mode the adapter was trained with: add | replace.
     steering_mode: str = "add"
@@ -212,6 +217,10 @@ class OnlineTrainerConfig(TrainerConfig):
     # The merged copy owns a second set of the LoRA-targeted weights (about one model's size; frozen weights are
     # shared). false generates from the unmerged adapter in eval mode, for models too big for both.
     generation_merged_copy: bool = True
+    # Static KV caches the fast path keeps, one per (batch, length) shape (on CUDA; each is the whole rollout's keys
+    # and values: ~4.8 GB at the Qwen3-8B shape and 32 sequences). A new shape beyond this many evicts the least
+    # recently used; each new shape also compiles the decode step once (logged as fast_generation/compiles).
+    fast_generation_cache_shapes: int = 2
 
 
 @dataclass
@@ -512,7 +521,7 @@ STAGE_RANGES = {
     "kl_coef": at_least(0), "cliprange": above(0), "cliprange_value": above(0), "vf_coef": at_least(0),
     "gamma": within(0, 1), "lam": within(0, 1), "max_length": at_least(1), "num_questions": at_least(1, True),
     "max_new_tokens": at_least(1), "generation_batch_size": at_least(1),
-    "max_prompt_length": at_least(1, nullable=True),
+    "max_prompt_length": at_least(1, nullable=True), "fast_generation_cache_shapes": at_least(1, True),
     "lora.rank": at_least(1, True), "lora.alpha": above(0, True), "lora.dropout": within(0, 1, high_open=True,
                                                                                           nullable=True),
     "lora.layers": at_least(1, True),
@@ -521,6 +530,7 @@ VALUE_RANGES = {
     **{f"{stage}.{key}": rule for stage in ("trainer", "warmup") for key, rule in STAGE_RANGES.items()},
     "model.num_hidden_layers": at_least(1), "model.lora.rank": at_least(1), "model.lora.alpha": above(0),
     "model.lora.dropout": within(0, 1, high_open=True), "model.lora.layers": at_least(1, nullable=True),
+    "model.max_micro_batch_size": at_least(1, nullable=True),
     "eval.every_steps": at_least(1, nullable=True), "eval.during_num_samples": at_least(1),
     "eval.num_samples": at_least(1, nullable=True), "eval.batch_size": at_least(1),
     "eval.max_new_tokens": at_least(1, nullable=True), "eval.temperature": at_least(0, nullable=True),
@@ -552,10 +562,19 @@ def check_values(cfg) -> None:
 
 
 def check_generation_backend(cfg) -> None:
-    """``trainer.use_vllm=true`` is refused at start-up, before any model loads (and before the initial
-    evaluation): for a task that injects activations, and when vLLM is not installed."""
+    """Generation settings that cannot work are refused at start-up, before any model loads (and before the
+    initial evaluation): fast generation on a quantized model; ``trainer.use_vllm=true`` for a task that injects
+    activations, and when vLLM is not installed."""
     import importlib.util
 
+    if cfg.get("model") is not None and cfg.model.get("quantization"):
+        fast = [f"{key}.fast_generation=true" for key in ("warmup", "trainer")
+                if cfg.get(key) is not None and cfg[key].get("fast_generation", False)]
+        if fast:  # its merged copy would add float LoRA deltas to packed 4-bit weights
+            raise AOCalibError(f"{' and '.join(fast)} cannot run with model.quantization={cfg.model.quantization}: "
+                               "the fast path's merged copy would add float LoRA deltas to packed quantized "
+                               f"weights; set {' and '.join(f.replace('=true', '=false') for f in fast)}, or "
+                               "model.quantization=null")
     stage = cfg.get("trainer")
     if stage is None or not stage.get("use_vllm", False):
         return

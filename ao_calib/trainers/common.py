@@ -84,10 +84,10 @@ def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     )
 
 
-def group_kwargs(stage: DictConfig) -> dict:
+def group_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
     ``num_generations`` completions over all processes, in forward passes of ``micro_batch_size``."""
-    micro, accumulation = per_process(stage, stage.micro_batch_size)
+    micro, accumulation = stage_batches(setup.cfg, stage)
     return dict(
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation,
@@ -114,6 +114,7 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
         completions_per_step=stage.completions_logged_per_step,
         fast_generation=stage.fast_generation,
         generation_merged_copy=stage.generation_merged_copy,
+        fast_generation_cache_shapes=stage.fast_generation_cache_shapes,
         **extra,
     )
 
@@ -129,14 +130,26 @@ def step_examples(stage: DictConfig) -> tuple[int, str]:
     return stage.batch_size, "batch_size"
 
 
-def per_process(stage: DictConfig, micro: int | None, key: str | None = None) -> tuple[int, int]:
+def stage_batches(cfg: DictConfig, stage: DictConfig, key: str | None = None) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation steps) of a stage: its own ``micro_batch_size``, or where that is
+    null the model's ``max_micro_batch_size`` cap (see ``per_process``)."""
+    return per_process(stage, stage.get("micro_batch_size"), key, cap=cfg.model.get("max_micro_batch_size"))
+
+
+def per_process(stage: DictConfig, micro: int | None, key: str | None = None, cap: int | None = None
+                ) -> tuple[int, int]:
     """(per-device batch, gradient accumulation steps) for a stage's optimiser step (``step_examples``) over all
     processes: the config's batch sizes are global, so a run on 2 GPUs takes the same steps as on one. A
-    ``micro`` batch larger than a process's share is cut to the share. ``key`` names the stage in errors."""
+    ``micro`` batch larger than a process's share is cut to the share. Without a ``micro`` batch the whole share
+    is one pass, or with a ``cap`` (the model's ``max_micro_batch_size``) the largest divisor of the share that is
+    at most the cap: a cap the user never typed must not refuse a batch it does not divide. ``key`` names the
+    stage in errors."""
     total, what = step_examples(stage)
     what = f"{key}.{what}" if key else what
     world = distributed.world_size()
     local = divide(total, world, f"{what} over the {world} processes") if world > 1 else total
+    if not micro and cap:
+        micro = max(d for d in range(1, min(cap, local) + 1) if local % d == 0)
     micro = min(micro or local, local)
     return micro, divide(local, micro, f"micro_batch_size and {what}" + (
         f" per process ({total}/{world})" if world > 1 else ""))
@@ -150,7 +163,7 @@ def check_process_split(cfg: DictConfig) -> None:
     for key in ("warmup", "trainer"):
         stage = cfg.get(key)
         if stage is not None:
-            per_process(stage, stage.get("micro_batch_size"), key)
+            stage_batches(cfg, stage, key)
 
 
 def divide(total: int, part: int, what: str) -> int:

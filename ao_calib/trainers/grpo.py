@@ -18,7 +18,7 @@ def build_grpo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
     return GRPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),
-        **group_kwargs(t),
+        **group_kwargs(setup, t),
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
     )

@@ -26,7 +26,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
-from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, per_process, sampling_kwargs,
+from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, sampling_kwargs, stage_batches,
                                       training_kwargs)
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
@@ -247,7 +247,7 @@ class PPOTrainer(AOGRPOTrainer):
 
 
 def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
-    micro, accumulation = per_process(t, t.micro_batch_size)  # a mini-batch of rollouts per optimiser step
+    micro, accumulation = stage_batches(setup.cfg, t)  # a mini-batch of rollouts per optimiser step
     return PPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),

@@ -19,7 +19,7 @@ def build_rloo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
     return RLOOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),
-        **group_kwargs(t),
+        **group_kwargs(setup, t),
         normalize_advantages=t.normalize_advantages,
     )
 

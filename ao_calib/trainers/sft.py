@@ -11,7 +11,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
-from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, per_process, training_kwargs
+from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
-    micro, accumulation = per_process(stage, stage.micro_batch_size)
+    micro, accumulation = stage_batches(setup.cfg, stage)
     return SFTConfig(
         **training_kwargs(setup, stage, stage_name),
         per_device_train_batch_size=micro,
