@@ -12,6 +12,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch, steer
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers import build_trainer
@@ -246,3 +247,74 @@ def test_rollout_benchmark_runs_every_mode_and_the_step(capsys):
     assert [row.split("|")[1].strip() for row in rows[:-1]] == list(rollout.MODES)
     assert "oracle GRPO step (fast generation)" in rows[-1]
     assert "round 1 oracle_fast" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------- cached shapes, compiles
+
+
+def tiny_merged(family: str, root):
+    path = ensure_tiny_model(TinyModelSpec(family=family), root / "tiny_models")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, target_modules="all-linear", init_lora_weights=False)).eval()
+    return tokenizer, MergedCopy(model).model
+
+
+def greedy(generator, tokenizer, rows, max_new):
+    return generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[-1], max_new_tokens=max_new,
+                              sampling=Sampling(do_sample=False))
+
+
+def test_static_caches_are_bounded_least_recently_used_first(offline_env):
+    tokenizer, model = tiny_merged("qwen3", offline_env)
+    rows = [tokenizer("a short prompt")["input_ids"]] * 2
+    generator = FastGenerator(model, static_cache=True, compile_decode=False, max_cached_shapes=2)
+    first = greedy(generator, tokenizer, rows, 8)  # shape (2, 64)
+    greedy(generator, tokenizer, rows * 2, 8)  # (4, 64)
+    assert generator.cached_shapes == [(2, 64), (4, 64)] and generator.evictions == 0
+    greedy(generator, tokenizer, rows, 8)  # (2, 64) again: reused, now the most recently used
+    assert generator.cached_shapes == [(4, 64), (2, 64)] and generator.evictions == 0
+    greedy(generator, tokenizer, rows, 70)  # (2, 128): a third shape evicts the least recently used, (4, 64)
+    assert generator.cached_shapes == [(2, 64), (2, 128)] and generator.evictions == 1
+    greedy(generator, tokenizer, rows * 2, 8)  # (4, 64) comes back in a new cache: (2, 64) goes
+    assert generator.cached_shapes == [(2, 128), (4, 64)] and generator.evictions == 2
+    assert greedy(generator, tokenizer, rows, 8) == first  # a rebuilt cache decodes the same tokens
+    with pytest.raises(ValueError, match="max_cached_shapes"):
+        FastGenerator(model, static_cache=True, max_cached_shapes=0)
+
+
+def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offline_env):
+    """The decode step's compiles are counted from the compiler's own graph counter (eager backend: dynamo
+    traces and guards as it does for inductor, without code generation). A new shape compiles once; Gemma 3's
+    sliding-window cache recompiles at every token until the compiler's limit, so it is not compiled by default."""
+    tokenizer, model = tiny_merged("qwen3", offline_env)
+    rows = [tokenizer("a short prompt")["input_ids"]] * 2
+    torch._dynamo.reset()
+    generator = FastGenerator(model, static_cache=True, compile_decode=True, compile_backend="eager")
+    eager = FastGenerator(model, static_cache=True, compile_decode=False)
+    assert greedy(generator, tokenizer, rows, 12) == greedy(eager, tokenizer, rows, 12)
+    assert generator.compiles == 1 and eager.compiles == 0
+    greedy(generator, tokenizer, rows, 12)
+    assert generator.compiles == 1  # the same shape replays the compiled step
+    greedy(generator, tokenizer, rows * 2, 12)
+    assert generator.compiles == 2  # a new batch size: one recompile
+
+    tokenizer, gemma = tiny_merged("gemma3", offline_env)
+    from ao_calib.trainers.fast_generation import has_sliding_window
+
+    assert has_sliding_window(gemma.config) and not has_sliding_window(model.config)
+    torch._dynamo.reset()
+    forced = FastGenerator(gemma, static_cache=True, compile_decode=True, compile_backend="eager")
+    greedy(forced, tokenizer, [tokenizer("a short prompt")["input_ids"]] * 2, 12)
+    assert forced.compiles > 2  # one per decoded token, up to the compiler's recompile limit
+    assert not FastGenerator(gemma, static_cache=True).compile_decode  # the default: uncompiled
+    torch._dynamo.reset()
+
+
+def test_fast_generation_on_a_quantized_model_is_refused_at_start_up():
+    from ao_calib.config import compose_run_config
+
+    with pytest.raises(AOCalibError, match=r"trainer.fast_generation=true cannot run with model.quantization=4bit"):
+        compose_run_config(["experiment=function_call_tiny", "model.quantization=4bit", "trainer.fast_generation=true"])
+    compose_run_config(["experiment=function_call_tiny", "model.quantization=4bit"])  # without the fast path: fine
