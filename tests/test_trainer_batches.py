@@ -1,0 +1,41 @@
+"""How a stage's optimiser step is cut into forward/backward passes: the stage's own micro_batch_size, or the
+model's max_micro_batch_size cap where the stage leaves it null."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from ao_calib.config import compose_run_config
+from ao_calib.errors import AOCalibError
+from ao_calib.trainers.common import per_process, stage_batches
+
+
+def stage(**fields):
+    return OmegaConf.create({"micro_batch_size": None, **fields})
+
+
+def test_the_model_cap_takes_the_largest_divisor_of_the_step_under_it():
+    grpo = stage(batch_size=4, num_generations=8)  # 32 completions a step
+    assert per_process(grpo, None) == (32, 1)  # no cap: the whole step in one pass
+    assert per_process(grpo, None, cap=4) == (4, 8)
+    assert per_process(grpo, None, cap=5) == (4, 8)  # 5 does not divide 32: the largest divisor under it
+    assert per_process(stage(batch_size=2, num_generations=3), None, cap=4) == (3, 2)  # 6 a step
+    assert per_process(stage(batch_size=7), None, cap=4) == (1, 7)  # a prime step: one row a pass
+    assert per_process(grpo, 8, cap=4) == (8, 4)  # the stage's own micro_batch_size wins over the cap
+    with pytest.raises(AOCalibError, match="micro_batch_size"):
+        per_process(grpo, 5, cap=4)  # one the user typed must divide the step
+
+
+def test_smollm2_caps_every_trainer_and_the_key_overrides_it():
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
+    assert cfg.model.max_micro_batch_size == 4
+    assert stage_batches(cfg, cfg.trainer) == (4, cfg.trainer.batch_size * cfg.trainer.num_generations // 4)
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "trainer.micro_batch_size=8"])
+    assert stage_batches(cfg, cfg.trainer)[0] == 8
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3"])
+    assert cfg.model.max_micro_batch_size is None and stage_batches(cfg, cfg.trainer)[1] == 1
+    with pytest.raises(AOCalibError, match="model.max_micro_batch_size"):
+        from ao_calib.config import check_values
+
+        check_values(compose_run_config(["task=function_call", "model=smollm2_135m", "model.max_micro_batch_size=0"]))
