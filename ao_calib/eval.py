@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ao_calib.commands import key_value_command
@@ -37,25 +37,63 @@ class EvalArgs:
     temperature: Optional[float] = _option("0: greedy; above 0 samples from a fixed seed (default: the run's)")
     tag: Optional[str] = _option("name of this evaluation's files, eval_<tag>.json (default: reeval_<date>-<time>)")
     overwrite: bool = _option("replace an evaluation that already has this tag", False)
+    task_overrides: list[str] = field(default_factory=list, metadata={
+        "help": "task.KEY=VALUE: the run's task settings for this evaluation, e.g. task.data.test_path=DIR "
+                "(another held-out set; a BFCL folder in BFCL's layout for task=function_call)"})
 
 
 def usage() -> str:
     lines = ["usage: python -m ao_calib.eval run_dir=PATH [option=value ...]", "", (__doc__ or "").split("\n\n")[1].strip(),
              "", "options:"]
     for f in dataclasses.fields(EvalArgs):
-        lines.append(f"  {f.name:<16} {f.metadata['help']}")
-    lines += ["", "example: python -m ao_calib.eval run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100"]
+        name = "task.KEY=VALUE" if f.name == "task_overrides" else f.name
+        lines.append(f"  {name:<16} {f.metadata['help']}")
+    lines += ["", "example: python -m ao_calib.eval run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100",
+              "         python -m ao_calib.eval run_dir=RUN task.data.test_path=bench/data/bfcl_v4_real tag=bfcl_real"]
     return "\n".join(lines)
+
+
+TASK_PREFIX = "task."
 
 
 def parse_args(argv: list[str]) -> EvalArgs:
     if not argv:
         raise AOCalibError("run_dir= is required\n\n" + usage())
+    original, argv = argv, [a for a in argv if not a.startswith(TASK_PREFIX)]  # task.*: task_overrides
     try:
         merged = OmegaConf.merge(OmegaConf.structured(EvalArgs), OmegaConf.from_dotlist(argv))
-        return OmegaConf.to_object(merged)
+        parsed = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError) as exc:
         raise AOCalibError(f"bad arguments {argv}: {exc}".splitlines()[0] + "\n\n" + usage()) from None
+    parsed.task_overrides = [a for a in original if a.startswith(TASK_PREFIX)]
+    return parsed
+
+
+def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
+    """``task.KEY=VALUE`` arguments set the run's own task settings for this evaluation (another held-out file:
+    ``task.data.test_path=DIR``). A key the run's task config does not have is refused by name, and the task's
+    schema checks the result, before any model loads. Returns the overrides applied."""
+    from ao_calib.config import validate_plugins
+
+    overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
+    for override in overrides:
+        key, sep, _ = override.partition("=")
+        if not sep:
+            raise AOCalibError(f"{override}: expected {key}=VALUE")
+        if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
+            raise AOCalibError(f"{key}: the run's task config has no such key (task={cfg.task.get('name')})")
+    if overrides:
+        dotlist = OmegaConf.from_dotlist(overrides)
+        with open_dict(cfg):
+            cfg.task = OmegaConf.merge(cfg.task, dotlist.task)
+        try:
+            validate_plugins(cfg)
+        except (OmegaConfBaseException, ValueError) as exc:
+            raise AOCalibError(f"{' '.join(overrides)}: {exc}".splitlines()[0]) from None
+    return overrides
+
+
+_MISSING = object()
 
 
 def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
@@ -79,6 +117,8 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
         raise AOCalibError(f"{run_dir} is not a run directory: {run_dir.config} is missing")
     tag = choose_tag(run_dir, args.tag, args.overwrite)
     cfg = load_run_config(run_dir.config)
+    if apply_task_overrides(cfg, args.task_overrides):
+        print(f"evaluating with the run's task settings changed: {' '.join(args.task_overrides)}", flush=True)
     adapter = Path(args.adapter) if args.adapter else run_dir.adapter
     if not (adapter / "adapter_config.json").exists():
         raise AOCalibError(f"no saved adapter at {adapter} (did the run finish? pass adapter=RUN/checkpoints/...)")

@@ -131,3 +131,44 @@ def test_generated_cases_without_distractors_show_only_the_called_functions():
     with pytest.raises(Exception, match="bfcl_distractors"):
         build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
                                        "task.data.generate.bfcl_distractors=-1"]))
+
+
+def test_irrelevance_cases_load_without_a_possible_answer_file_and_expect_no_call(tmp_path):
+    """BFCL ships no possible_answer file for its irrelevance category: the loader reads one without, its
+    ground truth the empty list, and the scorer counts no call (`[]`, text) as right and any call as wrong."""
+    case = {**GOOD, "id": "irrelevance_3"}
+    case.pop("ground_truth", None)
+    (tmp_path / "BFCL_v4_irrelevance.json").write_text(json.dumps(case) + "\n")
+    (loaded,) = bfcl.load_cases(tmp_path)
+    assert loaded["category"] == "irrelevance" and loaded["ground_truth"] == []
+    for text, right in (("[]", True), ("I cannot answer that with these functions.", True),
+                        (bfcl.reference_call_text(GOOD["ground_truth"]), False)):
+        assert score_text(text, loaded["function"], []).valid is right, text
+    with pytest.raises(DataValidationError, match="expects no call"):
+        bfcl.validate_case({**case, "ground_truth": GOOD["ground_truth"]}, "f", 0, 1)
+
+
+def test_generated_irrelevance_cases_leave_the_other_cases_unchanged():
+    plain = bfcl.generated_cases(100, seed=3, tag="train", distractors=1)
+    mixed = bfcl.generated_cases(100, seed=3, tag="train", distractors=1, irrelevance=0.3)
+    irrelevant = [c for c in mixed if c["category"] == "irrelevance"]
+    assert 15 <= len(irrelevant) <= 45
+    for case in irrelevant:
+        bfcl.validate_case(case, "generated", 0, 0)
+        i = int(case["id"].removeprefix("irrelevance_train"))
+        needed = {next(iter(t)) for t in plain[i]["ground_truth"]}
+        assert case["ground_truth"] == [] and not needed & {f["name"] for f in case["function"]}
+        assert case["question"] == plain[i]["question"]  # the same query, shown only functions it does not need
+    assert [c for c in mixed if c["category"] != "irrelevance"] == \
+        [p for p, m in zip(plain, mixed) if m["category"] != "irrelevance"]
+    with pytest.raises(Exception, match="bfcl_irrelevance"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_irrelevance=1.5"]))
+
+
+def test_a_test_path_alone_replaces_only_the_generated_held_out_split():
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                              "task.data.generate.n_train=6", f"task.data.test_path={FIXTURE}"])
+    data = build_task(cfg).build_data(tokenizer=None)
+    assert len(data.train) == 6 and all(r["id"].endswith(f"train{i}") for i, r in enumerate(data.train))
+    assert len(data.test) == 36

@@ -85,6 +85,27 @@ def test_eval_cli_on_a_saved_run(run_dir):
     assert bad.returncode == 2 and "not a run directory" in bad.stderr
 
 
+def test_eval_cli_scores_a_bfcl_folder_per_category(run_dir):
+    """`ao_calib.eval ... task.data.test_path=DIR` scores a saved run on another held-out set: here a folder in
+    BFCL's own layout (question files + possible_answer/), AST accuracy per category and overall."""
+    folder = Path(__file__).parent / "data" / "bfcl"
+    result = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.format=bfcl", f"task.data.test_path={folder}",
+                     "num_samples=36", "max_new_tokens=8", "tag=bfcl_fixture")
+    assert_ok(result)
+    assert "task.data.test_path=" in result.stdout
+    report = json.loads((run_dir / "eval_bfcl_fixture.json").read_text())
+    assert report["num_samples"] == 36
+    for category in ("simple_python", "multiple", "parallel", "parallel_multiple"):
+        assert 0.0 <= report["metrics"][f"ast_accuracy/{category}"] <= 1.0
+    rows = read_jsonl(run_dir / "eval_predictions_bfcl_fixture.jsonl")
+    assert len(rows) == 36 and {r["kind"] for r in rows} == {"simple_python", "multiple", "parallel",
+                                                              "parallel_multiple"}
+    assert report["metrics"]["bfcl_ast"] == sum(r["scores"]["bfcl_ast"] for r in rows) / 36
+    bad = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.nope=1", "tag=never")
+    assert bad.returncode == 2 and "task.data.nope" in bad.stderr
+    assert not (run_dir / "eval_never.json").exists()
+
+
 def test_resume_continues_from_the_latest_checkpoint(run_dir):
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=4",
                       "trainer.resume_from_checkpoint=latest", "eval.enabled=false", f"hydra.run.dir={run_dir}"))

@@ -24,9 +24,14 @@ from .bfcl_checker import SCHEMA_TYPES
 
 log = logging.getLogger(__name__)
 
+IRRELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance")
+"""BFCL's categories where no listed function fits: the right answer makes no call. BFCL ships no
+``possible_answer`` file for them; their ground truth is the empty list."""
 SUPPORTED_CATEGORIES = ("simple", "simple_python", "multiple", "parallel", "parallel_multiple",
-                        "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
-"""BFCL's single-turn Python AST categories (``simple`` is v3's name of ``simple_python``)."""
+                        "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
+                        *IRRELEVANCE_CATEGORIES)
+"""BFCL's single-turn Python AST categories (``simple`` is v3's name of ``simple_python``) and its relevance
+categories."""
 
 SYSTEM_PROMPT = (
     "You are an expert at composing function calls. You get a question and a set of functions you may call. "
@@ -124,7 +129,13 @@ def validate_case(row: Any, source: str, index: int, line_no: int) -> dict:
     if isinstance(truth, dict) and "ground_truth" in truth:  # a whole possible_answer row pasted in
         truth = truth["ground_truth"]
     field = "ground_truth" if "ground_truth" in row else "possible_answer"
-    if not isinstance(truth, list) or not truth:
+    if category in IRRELEVANCE_CATEGORIES:
+        if truth is None:
+            truth = []
+        if truth != []:
+            _fail(source, index, field, line_no, f"category {category!r} expects no call: the ground truth must be "
+                                                 "[] (or absent)")
+    elif not isinstance(truth, list) or not truth:
         _fail(source, index, field, line_no, "expected a non-empty list of {function: {param: [values]}}")
     names = {f["name"] for f in functions}
     for expected in truth:
@@ -144,11 +155,19 @@ def answers_file(question_file: Path) -> Path:
     return question_file.parent / "possible_answer" / question_file.name
 
 
+def file_category(path: Path) -> str | None:
+    """``BFCL_v4_simple_python.json`` -> ``simple_python``; None for a file not named as BFCL names them."""
+    return path.stem.split("_", 2)[-1] if path.stem.startswith("BFCL_") else None
+
+
 def load_question_file(path: str | Path) -> list[dict]:
     """Validated cases of one question file, joined by ``id`` with its ``possible_answer`` file when the rows
     do not carry their own ground truth."""
     path = Path(path)
     rows = read_jsonl(path, "BFCL file")
+    irrelevance = file_category(path) in IRRELEVANCE_CATEGORIES
+    if irrelevance and not answers_file(path).is_file():
+        return [validate_case(row, str(path), i, line_no) for i, (line_no, row) in enumerate(rows)]
     if not all(isinstance(r, dict) and ("ground_truth" in r or "possible_answer" in r) for _, r in rows):
         answer_path = answers_file(path)
         if not answer_path.is_file():
@@ -177,8 +196,9 @@ def load_cases(path: str | Path) -> list[dict]:
         return load_question_file(path)
     cases = []
     for file in sorted(path.glob("*.json*")):
-        category = file.stem.split("_", 2)[-1] if file.stem.startswith("BFCL_") else None
-        if category not in SUPPORTED_CATEGORIES or not answers_file(file).is_file():
+        category = file_category(file)
+        if category not in SUPPORTED_CATEGORIES or not (answers_file(file).is_file()
+                                                        or category in IRRELEVANCE_CATEGORIES):
             log.info("BFCL: skipping %s (category %s not supported or no possible_answer file)", file.name, category)
             continue
         cases += load_question_file(file)
@@ -211,33 +231,47 @@ def _json_schema(param_type: str) -> dict:
     return {"type": _TYPE_NAMES[param_type]}
 
 
-def generated_cases(n: int, seed: int, tag: str, distractors: int) -> list[dict]:
+def _function_doc(schema) -> dict:
+    """A generator schema as a BFCL function doc."""
+    return {"name": schema.name, "description": schema.description, "parameters": {
+        "type": "dict",
+        "properties": {p: {**_json_schema(spec.type), "description": spec.description}
+                       for p, spec in schema.parameters.items()},
+        "required": schema.required}}
+
+
+def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, one acceptable value per
     parameter, optional ones omittable when the query does not mention them), for runs without BFCL files.
     ``distractors``: docs of functions the answer does not call, shown beside the needed ones (at most what the
-    generator's row offers); with none, a single call falls in BFCL's ``simple`` category instead of ``multiple``."""
+    generator's row offers); with none, a single call falls in BFCL's ``simple`` category instead of ``multiple``.
+    ``irrelevance``: the share of cases in BFCL's irrelevance category (the query shown only functions it does
+    not need, at least one; the right answer makes no call). The other cases are drawn as without it."""
     from .generate import hash_seed, make_row
     from .parsing import parse_calls
     from .schemas import BY_NAME
 
     rng = random.Random(hash_seed(seed, f"bfcl/{tag}"))
+    # A separate stream decides which cases are irrelevance cases, so the others are the same cases as without.
+    relevance_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/irrelevance"))
     cases = []
     for i in range(n):
         row = make_row(rng)
         needed = {c.name for c in parse_calls(row["answer"])}
+        unneeded = [n for n in row["possible_boxed_answers"] if n not in needed]
         # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs
         # prompt tokens at each step
         shown = [n for n in row["possible_boxed_answers"] if n in needed]
-        shown += [n for n in row["possible_boxed_answers"] if n not in needed][:distractors]
+        shown += unneeded[:distractors]
         rng.shuffle(shown)
-        functions = []
-        for name in shown:
-            schema = BY_NAME[name]
-            functions.append({"name": name, "description": schema.description, "parameters": {
-                "type": "dict",
-                "properties": {p: {**_json_schema(spec.type), "description": spec.description}
-                               for p, spec in schema.parameters.items()},
-                "required": schema.required}})
+        query = row["prompt"].rsplit("\n\n", 1)[-1]
+        if irrelevance and relevance_rng.random() < irrelevance and unneeded:
+            functions = [_function_doc(BY_NAME[name]) for name in unneeded[:max(1, distractors)]]
+            cases.append({"id": f"irrelevance_{tag}{i}", "category": "irrelevance",
+                          "question": [[{"role": "user", "content": query}]], "function": functions,
+                          "ground_truth": []})
+            continue
+        functions = [_function_doc(BY_NAME[name]) for name in shown]
         truth = []
         for call in parse_calls(row["answer"]):
             schema = BY_NAME[call.name]
@@ -247,7 +281,6 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int) -> list[dict]
         distinct = len({next(iter(t)) for t in truth})
         category = "simple" if calls == 1 and len(functions) == 1 else "multiple" if calls == 1 else \
             "parallel" if distinct == 1 else "parallel_multiple"
-        query = row["prompt"].rsplit("\n\n", 1)[-1]
         cases.append({"id": f"{category}_{tag}{i}", "category": category,
                       "question": [[{"role": "user", "content": query}]], "function": functions,
                       "ground_truth": truth})

@@ -23,8 +23,12 @@ The deliberate differences from BFCL (see BENCHMARKS.md for the measured agreeme
 As in BFCL, positional arguments are dropped (``f(5, b=1)`` passes when the dropped parameter may be omitted),
 a bare name is read as a string (``unit=celsius`` is ``"celsius"``) and a nested call as its source text.
 
-Only Python semantics are implemented (categories simple, multiple, parallel, parallel_multiple and their
-``live_`` versions); Java and JavaScript cases are refused at load time.
+An empty ground truth is BFCL's ``irrelevance`` category: no function fits, and the answer is right when it makes
+no call, as in BFCL's relevance checker: an empty list, or text that does not decode as calls (an empty answer,
+prose). Any decoded call is wrong there. Where calls are expected, an empty call list is wrong and earns no credit.
+
+Only Python semantics are implemented (categories simple, multiple, parallel, parallel_multiple, their ``live_``
+versions, and irrelevance); Java and JavaScript cases are refused at load time.
 """
 
 from __future__ import annotations
@@ -317,11 +321,20 @@ def function_docs(functions: list[dict]) -> dict[str, dict]:
     return {f["name"]: f for f in functions}
 
 
+IRRELEVANCE_ERROR = "irrelevance_error:decoder_success"
+"""BFCL's error type for a call made where no function fits."""
+
+
 def check(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> Verdict:
     """Decoded ``calls`` against a BFCL case: same number of calls, each matched to a distinct expected call.
 
     With one expected call this is BFCL's simple/multiple check; with several, its parallel check, order-free.
+    With none (an irrelevance case), it is BFCL's irrelevance check: right only when no call was made.
     """
+    if not ground_truth:
+        if calls:
+            return Verdict(False, IRRELEVANCE_ERROR, f"{len(calls)} calls where no function fits")
+        return OK
     if len(calls) != len(ground_truth):
         return Verdict(False, "wrong_count", f"{len(calls)} calls, expected {len(ground_truth)}")
     docs = function_docs(functions)
@@ -335,15 +348,30 @@ def check(functions: list[dict], calls: list[dict], ground_truth: list[dict]) ->
 
 
 def score_text(text: str, functions: list[dict], ground_truth: list[dict], strict_format: bool = True) -> Verdict:
-    """Decode then check: BFCL's verdict on one completion."""
+    """Decode then check: BFCL's verdict on one completion. On an irrelevance case (empty ground truth) text that
+    does not decode is right, as in BFCL: it makes no call."""
     try:
         calls = decode(text, strict_format)
     except UndecodableError as exc:
-        return Verdict(False, "decoder_failed", str(exc))
+        return OK if not ground_truth else Verdict(False, "decoder_failed", str(exc))
     return check(functions, calls, ground_truth)
 
 
 # ------------------------------------------------------------------------------------- partial credit
+# Each credit is 0.0 for an empty call list where calls are expected, and 1.0 for it only where none is expected
+# (irrelevance); any call on an irrelevance case earns 0.0.
+
+
+def format_credit(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> float:
+    """Credit for a well-formed answer: calls to functions the case lists, capped at the expected number, over
+    max(expected, produced). A decodable ``[]`` earns nothing where calls are expected, and a repeated call, an
+    extra call or a call to a function not in the list lowers it; an irrelevance case pays only for no call."""
+    if not calls or not ground_truth:
+        return float(not calls and not ground_truth)
+    listed = set(function_docs(functions))
+    known = sum(next(iter(c)) in listed for c in calls)
+    return min(known, len(ground_truth)) / max(len(calls), len(ground_truth))
+
 
 
 def call_credit(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> float:

@@ -19,6 +19,9 @@ class GeneratedDataConfig:
     # categories show 1-4 docs in all, and each doc costs prompt tokens at every step). 0: BFCL's simple and
     # parallel categories instead of multiple and parallel_multiple for one-function answers.
     bfcl_distractors: int = 1
+    # data.format=bfcl: the share of cases in BFCL's irrelevance category: a query shown only functions that
+    # cannot answer it, where the right answer is no call (`[]` or a sentence saying so). 0: none.
+    bfcl_irrelevance: float = 0.0
 
 
 @dataclass
@@ -27,7 +30,7 @@ class FunctionCallDataConfig:
     # bfcl: BFCL question files (or a folder laid out as BFCL's bfcl_eval/data) with their possible_answer files;
     # without paths, the generator's cases in BFCL's format.
     format: str = "rows"
-    # null -> generated data
+    # null -> generated data; a test_path alone replaces only the generated held-out split
     train_path: Optional[str] = None
     test_path: Optional[str] = None
     generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
@@ -48,3 +51,6 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
             raise ValueError(f"data.format: {self.data.format!r} is not one of rows, bfcl")
         if self.data.generate.bfcl_distractors < 0:
             raise ValueError(f"data.generate.bfcl_distractors: {self.data.generate.bfcl_distractors} is below 0")
+        if not 0.0 <= self.data.generate.bfcl_irrelevance < 1.0:
+            raise ValueError(f"data.generate.bfcl_irrelevance: {self.data.generate.bfcl_irrelevance} is not in "
+                             "[0, 1)")

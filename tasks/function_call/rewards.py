@@ -81,9 +81,22 @@ def _f1(predicted: Counter, expected: Counter) -> float:
     return 2.0 * overlap / total
 
 
-def score_completion(text: Any, answer: str) -> dict[str, float]:
-    """All five rewards for one completion (string or chat-message list) and its expected answer. A leading
-    ``[epistemic status: NN]`` tag (reward=calibrated_function_call) is set aside before the calls are read."""
+def format_credit(pred: Sequence[tuple], gold: Sequence[tuple], listed: Iterable[str] | None) -> float:
+    """Credit for well-formed calls: calls to functions the prompt lists (every name counts when ``listed`` is
+    unknown), capped at the expected number, over max(expected, produced). No call earns nothing where calls are
+    expected, and everything where none is; a repeated or extra call, or an unlisted function, earns less than
+    the right number of calls."""
+    if not pred or not gold:
+        return float(not pred and not gold)
+    names = None if listed is None else set(listed)
+    known = sum(names is None or name in names for name, _ in pred)
+    return min(known, len(gold)) / max(len(pred), len(gold))
+
+
+def score_completion(text: Any, answer: str, listed: Iterable[str] | None = None) -> dict[str, float]:
+    """All five rewards for one completion (string or chat-message list) and its expected answer; ``listed`` names
+    the functions the prompt offers (the row's ``possible_boxed_answers``). A leading ``[epistemic status: NN]``
+    tag (reward=calibrated_function_call) is set aside before the calls are read."""
     status = parse_epistemic_status(completion_text(text))
     pred = _canonical_calls(status.answer if status.parsed else completion_text(text))
     gold = _canonical_calls(answer if isinstance(answer, str) else completion_text(answer))
@@ -94,7 +107,7 @@ def score_completion(text: Any, answer: str) -> dict[str, float]:
     )
     exact = 1.0 if Counter(pred) == Counter(gold) else 0.0
     return {
-        "tool_call_parseable": 1.0 if pred else 0.0,
+        "tool_call_parseable": format_credit(pred, gold, listed),
         "tool_call_function": function,
         "tool_call_params": params,
         "tool_call_exact": exact,
@@ -114,14 +127,27 @@ def _answers(answer: Any, n: int) -> Sequence[str]:
     return answers
 
 
-def _batch(key: str, completions: Iterable[Any], answer: Any) -> list[float]:
+def _listed(possible_boxed_answers: Any, n: int) -> Sequence[Any]:
+    """Each completion's offered function names: the column as TRL passes it (one list per row), or unknown."""
+    if possible_boxed_answers is None:
+        return [None] * n
+    if len(possible_boxed_answers) != n:
+        raise ValueError(f"got {n} completions but {len(possible_boxed_answers)} lists of functions")
+    return possible_boxed_answers
+
+
+def _batch(key: str, completions: Iterable[Any], answer: Any, possible_boxed_answers: Any = None) -> list[float]:
     completions = list(completions)
-    return [score_completion(c, a)[key] for c, a in zip(completions, _answers(answer, len(completions)))]
+    n = len(completions)
+    return [score_completion(c, a, listed)[key]
+            for c, a, listed in zip(completions, _answers(answer, n), _listed(possible_boxed_answers, n))]
 
 
-def tool_call_parseable(completions: Sequence[Any], answer: Any = None, **kwargs: Any) -> list[float]:
-    """1.0 if at least one call parses from the completion, else 0.0."""
-    return _batch("tool_call_parseable", completions, answer)
+def tool_call_parseable(completions: Sequence[Any], answer: Any = None, possible_boxed_answers: Any = None,
+                        **kwargs: Any) -> list[float]:
+    """Format credit: calls to functions the prompt lists, capped at the expected number, over max(expected,
+    produced) (``format_credit``). Text without a call earns 0.0 where a call is expected."""
+    return _batch("tool_call_parseable", completions, answer, possible_boxed_answers)
 
 
 def tool_call_function(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:

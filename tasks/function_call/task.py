@@ -47,8 +47,9 @@ class FunctionCallTask(Task):
             if not data_cfg.test_path:
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
             test_path = Path(data_cfg.test_path)
-        else:
+        else:  # generated rows; a test_path alone replaces the generated held-out split
             train_path, test_path = self._generated_files()
+            test_path = Path(data_cfg.test_path) if data_cfg.test_path else test_path
         train_rows, test_rows = load_rows(train_path), load_rows(test_path)
         if data_cfg.max_train_samples:
             train_rows = train_rows[: data_cfg.max_train_samples]
@@ -59,19 +60,20 @@ class FunctionCallTask(Task):
 
     def _bfcl_data(self) -> TaskData:
         data_cfg = self.cfg.task.data
-        if data_cfg.train_path or data_cfg.test_path:
-            if not (data_cfg.train_path and data_cfg.test_path):
-                raise AOCalibError("task.data.format=bfcl: set both task.data.train_path and task.data.test_path "
-                                   "(BFCL question files or folders), or neither for generated cases")
-            train, test = bfcl.load_cases(data_cfg.train_path), bfcl.load_cases(data_cfg.test_path)
-            overlap = {c["id"] for c in train} & {c["id"] for c in test}
-            if overlap:
-                raise AOCalibError(f"task.data: {len(overlap)} BFCL ids are in both train and test "
-                                   f"(e.g. {sorted(overlap)[0]}); evaluation would score memorised cases")
-        else:
-            gen = data_cfg.generate
-            train = bfcl.generated_cases(gen.n_train, gen.seed, "train", gen.bfcl_distractors)
-            test = bfcl.generated_cases(gen.n_test, gen.seed, "test", gen.bfcl_distractors)
+        gen = data_cfg.generate
+        if data_cfg.train_path and not data_cfg.test_path:
+            raise AOCalibError("task.data.format=bfcl: task.data.train_path is set: also set task.data.test_path "
+                               "(BFCL question files or folders)")
+        # Without a train_path, the generator's cases; a test_path alone (e.g. real BFCL data, scored by
+        # `ao_calib.eval ... task.data.test_path=DIR`) replaces only the generated held-out split.
+        train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
+                 bfcl.generated_cases(gen.n_train, gen.seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance))
+        test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
+                bfcl.generated_cases(gen.n_test, gen.seed, "test", gen.bfcl_distractors, gen.bfcl_irrelevance))
+        overlap = {c["id"] for c in train} & {c["id"] for c in test}
+        if overlap:
+            raise AOCalibError(f"task.data: {len(overlap)} BFCL ids are in both train and test "
+                               f"(e.g. {sorted(overlap)[0]}); evaluation would score memorised cases")
         if data_cfg.max_train_samples:
             train = train[: data_cfg.max_train_samples]
         log.info("function_call BFCL data: %d train cases, %d test cases", len(train), len(test))
@@ -98,7 +100,7 @@ class FunctionCallTask(Task):
         return rewards
 
     def score(self, completion: str, row: dict) -> dict[str, float]:
-        scores = score_completion(completion, row["answer"])
+        scores = score_completion(completion, row["answer"], row.get("possible_boxed_answers"))
         if self.bfcl:
             bfcl_scores = score_case(_plain_text(completion), json.loads(row["bfcl_functions"]),
                                      json.loads(row["bfcl_ground_truth"]), self.cfg.task.strict_format)

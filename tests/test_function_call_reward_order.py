@@ -1,0 +1,106 @@
+"""Every shipped function-calling reward, and every shipped mix of them (conf/reward/), pays the right call the
+most, and strictly more than each way of not making it: no call (``[]``, an empty answer, free text), the right
+call twice, or a call to a function the prompt does not list. On a case that expects no call (BFCL's
+irrelevance), it is the other way round: no call is right and any call earns less."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from ao_calib.calibration import CalibrationConfig
+from ao_calib_tasks.function_call.bfcl_rewards import make_rewards as make_bfcl_rewards
+from ao_calib_tasks.function_call.rewards import REWARD_FUNCTIONS, make_calibrated_overall
+
+REWARD_DIR = Path(__file__).resolve().parents[1] / "conf" / "reward"
+
+# One case in both output formats: two listed functions, one expected call.
+LISTED = ["get_weather", "convert_currency"]
+RIGHT = 'get_weather(city="Paris", units="celsius")'
+WRONG = {
+    "empty list": "[]",
+    "empty answer": "",
+    "free text": "The weather in Paris is probably mild; I would look it up for you.",
+    "repeated call": f"{RIGHT}\n{RIGHT}",
+    "unlisted function": 'get_forecast(city="Paris", units="celsius")',
+}
+BFCL_FUNCTIONS = [
+    {"name": "get_weather", "description": "Current weather.", "parameters": {"type": "dict", "properties": {
+        "city": {"type": "string", "description": "City."},
+        "units": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "Units."}},
+        "required": ["city"]}},
+    {"name": "convert_currency", "description": "Converts money.", "parameters": {"type": "dict", "properties": {
+        "amount": {"type": "float", "description": "Amount."}, "to": {"type": "string", "description": "Code."}},
+        "required": ["amount", "to"]}},
+]
+BFCL_TRUTH = [{"get_weather": {"city": ["Paris"], "units": ["celsius", ""]}}]
+BFCL_RIGHT = f"[{RIGHT}]"
+BFCL_WRONG = {**WRONG, "repeated call": f"[{RIGHT}, {RIGHT}]",
+              "unlisted function": '[get_forecast(city="Paris", units="celsius")]'}
+
+
+def default_scores(texts: list[str], answer: str = RIGHT) -> dict[str, list[float]]:
+    n = len(texts)
+    scores = {name: fn(texts, [answer] * n, possible_boxed_answers=[LISTED] * n)
+              for name, fn in REWARD_FUNCTIONS.items()}
+    tagged = [f"[epistemic status: 80] {t}" for t in texts]  # the calibrated reward reads tagged answers
+    scores["calibrated_overall"] = make_calibrated_overall(CalibrationConfig(lam=0.5))(completions=tagged,
+                                                                                   answer=[answer] * n)
+    return scores
+
+
+def bfcl_scores(texts: list[str], truth=BFCL_TRUTH) -> dict[str, list[float]]:
+    n = len(texts)
+    return {name: fn(texts, [json.dumps(BFCL_FUNCTIONS)] * n, [json.dumps(truth)] * n)
+            for name, fn in make_bfcl_rewards(strict_format=True).items()}
+
+
+def shipped_mixes() -> dict[str, dict[str, float]]:
+    """Every weighting a function-calling run can train on: each mix file's weights, and each curriculum phase."""
+    components = set(REWARD_FUNCTIONS) | set(make_bfcl_rewards(True)) | {"calibrated_overall"}
+    mixes = {}
+    for path in sorted(REWARD_DIR.glob("*.yaml")):
+        cfg = OmegaConf.load(path)
+        weightings = [cfg.get("weights") or {}] + [p.weights for p in cfg.get("phases") or []]
+        for i, weights in enumerate(weightings):
+            weights = dict(weights)
+            if weights and set(weights) <= components:
+                mixes[f"{path.stem}[{i}]"] = weights
+    return mixes
+
+
+def test_every_shipped_mix_is_covered():
+    names = {name.split("[")[0] for name in shipped_mixes()}
+    assert {"function_call_balanced", "function_call_progressive", "function_call_strict", "function_call_bfcl",
+            "calibrated_function_call"} <= names
+
+
+def mixed(scores: dict[str, list[float]], weights: dict[str, float]) -> list[float]:
+    return [sum(w * scores[k][i] for k, w in weights.items()) for i in range(len(next(iter(scores.values()))))]
+
+
+@pytest.mark.parametrize("fmt", ["default", "bfcl"])
+def test_the_right_call_earns_strictly_more_than_any_way_of_not_making_it(fmt):
+    right, wrong = (RIGHT, WRONG) if fmt == "default" else (BFCL_RIGHT, BFCL_WRONG)
+    texts = [right, *wrong.values()]
+    scores = default_scores(texts) if fmt == "default" else bfcl_scores(texts)
+    rewards = dict(scores)
+    rewards.update({f"mix {name}": mixed(scores, w) for name, w in shipped_mixes().items() if set(w) <= set(scores)})
+    assert len(rewards) > len(scores)  # the mixes of this format are there
+    for name, values in rewards.items():
+        best, others = values[0], dict(zip(wrong, values[1:]))
+        assert best == max(values), (name, values)
+        for kind, value in others.items():
+            assert value < best, f"{name}: {kind} earns {value}, the right call {best}"
+
+
+def test_on_an_irrelevance_case_no_call_is_right_and_any_call_earns_less():
+    no_call = ["[]", "", "None of the functions can tell the time."]
+    calls = [BFCL_RIGHT, '[convert_currency(amount=1.0, to="EUR")]']
+    scores = bfcl_scores(no_call + calls, truth=[])
+    mixes = {name: mixed(scores, w) for name, w in shipped_mixes().items() if set(w) <= set(scores)}
+    for name, values in {**scores, **mixes}.items():
+        assert min(values[:3]) > max(values[3:]), (name, values)
