@@ -172,3 +172,35 @@ def test_a_test_path_alone_replaces_only_the_generated_held_out_split():
     data = build_task(cfg).build_data(tokenizer=None)
     assert len(data.train) == 6 and all(r["id"].endswith(f"train{i}") for i, r in enumerate(data.train))
     assert len(data.test) == 36
+
+
+def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
+    from ao_calib.reporting.summary import evaluation_rows
+    from ao_calib.run_dir import RunDir
+
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                              "task.data.generate.n_train=4", "task.data.generate.n_test=2",
+                              f"task.data.extra_test_path={FIXTURE}", "task.data.extra_test_samples=20"])
+    task = build_task(cfg)
+    run = RunDir(tmp_path)
+
+    def generate(rows, control=False, desc=""):  # what a model that answers every case right would write
+        return [r["answer"] if i % 2 == 0 else "no call" for i, r in enumerate(rows)]
+
+    extra = task.extra_evaluations(None, None, generate, run, "final")["extra_test"]
+    assert extra["num_samples"] == 20 and extra["path"] == str(FIXTURE)
+    rows = read_jsonl_file(run.predictions("final", "extra"))
+    assert len(rows) == 20 and extra["metrics"]["bfcl_ast"] == 0.5
+    for category in {r["kind"] for r in rows}:
+        expected = [r["scores"]["bfcl_ast"] for r in rows if r["kind"] == category]
+        assert extra["metrics"][f"ast_accuracy/{category}"] == sum(expected) / len(expected)
+    (tmp_path / "eval.json").write_text(json.dumps({"tag": "final", "metrics": {"accuracy": 0.1},
+                                                    "extra_test": extra}))
+    assert [tag for tag, _ in evaluation_rows(run)] == ["final", "final (extra test)"]
+    with pytest.raises(Exception, match="extra_test_samples"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3",
+                                       "task.data.extra_test_samples=0"]))
+
+
+def read_jsonl_file(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

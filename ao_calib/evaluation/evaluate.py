@@ -36,7 +36,7 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)
-        metrics, histogram = distributed.on_main(lambda: _score(task, rows, completions, run_dir, tag, variant,
+        metrics, histogram = distributed.on_main(lambda: score_and_record(task, rows, completions, run_dir, tag, variant,
                                                                 mismatches_printed))
         if variant == "main":
             report["metrics"] = metrics
@@ -54,9 +54,11 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     return report["metrics"]
 
 
-def _score(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
-           mismatches_printed: int) -> tuple[dict, dict | None]:
-    """One variant's scores, metrics and predictions file; (metrics, confidence histogram or None)."""
+def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
+                     mismatches_printed: int) -> tuple[dict, dict | None]:
+    """One variant's scores, metrics and predictions file (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics,
+    confidence histogram or None). A task's ``extra_evaluations`` scores another held-out set the same way,
+    under a variant name of its own. Main process only."""
     name = tag if variant == "main" else f"{tag}_{variant}"
     records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
                 "expected": task.reference_output(row), "scores": scores,

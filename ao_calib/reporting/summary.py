@@ -94,7 +94,7 @@ TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("au
 
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
-    variant's accuracy becomes ``control``."""
+    variant's accuracy becomes ``control``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
     reports = {}
     for path in run_dir.path.glob("eval*.json"):
         report = read_json(path)
@@ -103,9 +103,12 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
             control = (report.get("variants") or {}).get("control") or {}
             if "accuracy" in control:
                 metrics["control"] = control["accuracy"]
-            reports[report.get("tag", path.stem)] = (path.stat().st_mtime, metrics)
-    return [(tag, metrics) for tag, (_, metrics) in sorted(
-        reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))]
+            extra = (report.get("extra_test") or {}).get("metrics")
+            reports[report.get("tag", path.stem)] = (path.stat().st_mtime, metrics, extra)
+    ordered = sorted(reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))
+    # A task's second held-out set (task.data.extra_test_path): one row per evaluation, after the main rows.
+    return ([(tag, metrics) for tag, (_, metrics, _) in ordered]
+            + [(f"{tag} (extra test)", extra) for tag, (_, _, extra) in ordered if extra])
 
 
 # Per-category columns a task reports under a prefix (function calling: BFCL's AST accuracy per category).

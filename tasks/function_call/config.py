@@ -33,6 +33,11 @@ class FunctionCallDataConfig:
     # null -> generated data; a test_path alone replaces only the generated held-out split
     train_path: Optional[str] = None
     test_path: Optional[str] = None
+    # A second held-out set scored with every evaluation (initial, after the warm-up, final): BFCL question files
+    # or a folder in BFCL's layout (data.format=bfcl), or rows (data.format=rows). Never trained on. Its scores go
+    # into eval_<tag>.json under "extra_test" and its rows into eval_predictions_<tag>_extra.jsonl.
+    extra_test_path: Optional[str] = None
+    extra_test_samples: Optional[int] = None  # null: all of it
     generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
     max_train_samples: Optional[int] = None
 
@@ -51,6 +56,8 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
             raise ValueError(f"data.format: {self.data.format!r} is not one of rows, bfcl")
         if self.data.generate.bfcl_distractors < 0:
             raise ValueError(f"data.generate.bfcl_distractors: {self.data.generate.bfcl_distractors} is below 0")
+        if self.data.extra_test_samples is not None and self.data.extra_test_samples < 1:
+            raise ValueError(f"data.extra_test_samples: {self.data.extra_test_samples} is below 1")
         if not 0.0 <= self.data.generate.bfcl_irrelevance < 1.0:
             raise ValueError(f"data.generate.bfcl_irrelevance: {self.data.generate.bfcl_irrelevance} is not in "
                              "[0, 1)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 from pathlib import Path
@@ -122,16 +123,38 @@ class FunctionCallTask(Task):
                             self.cfg.task.strict_format)
         return {"valid": scores["bfcl_ast"] == 1.0, **scores, "category": case["category"]}
 
+    def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
+        """``task.data.extra_test_path`` scored beside the held-out split, at every evaluation."""
+        data_cfg = self.cfg.task.data
+        if not data_cfg.extra_test_path:
+            return {}
+        from ao_calib import distributed
+        from ao_calib.evaluation.evaluate import score_and_record
+
+        rows = self._extra_rows()[: data_cfg.extra_test_samples or None]
+        completions = generate(rows, desc=f"{tag}_extra")
+        metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
+        if distributed.is_main():
+            print(f"[eval:{tag}_extra] {len(rows)} samples of {data_cfg.extra_test_path}, accuracy "
+                  f"({self.headline_metric}) = {metrics['accuracy']:.3f}", flush=True)
+        return {"extra_test": {"path": str(data_cfg.extra_test_path), "num_samples": len(rows), "metrics": metrics}}
+
+    def _extra_rows(self) -> list[dict]:
+        path = self.cfg.task.data.extra_test_path
+        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        if self.bfcl:
+            return [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
+        return _as_chat_dataset(load_rows(path), suffix).to_list()
+
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)
         if self.bfcl and records:
             by_category = category_accuracy(records)
             metrics.update(by_category)
-            counts = {kind: sum((r.get("kind") or "all") == kind for r in records)
-                      for kind in (k.split("/", 1)[1] for k in by_category)}
+            counts = collections.Counter(r.get("kind") or "all" for r in records)
             print(f"[eval:{tag}] BFCL AST accuracy by category: " + " | ".join(
-                f"{k.split('/', 1)[1]} {v:.3f} (n={counts[k.split('/', 1)[1]]})" for k, v in by_category.items()),
-                flush=True)
+                f"{k.split('/', 1)[1]} {v:.3f}" + (f" (n={counts[k.split('/', 1)[1]]})" if k.split("/", 1)[1] in counts
+                                                  else "") for k, v in by_category.items()), flush=True)
         return metrics
 
 
@@ -145,7 +168,10 @@ def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str
     by_kind: dict[str, list[float]] = {}
     for record in records:
         by_kind.setdefault(record.get("kind") or "all", []).append(record["scores"][metric])
-    return {f"ast_accuracy/{kind}": sum(v) / len(v) for kind, v in sorted(by_kind.items())}
+    accuracy = {f"ast_accuracy/{kind}": sum(v) / len(v) for kind, v in sorted(by_kind.items())}
+    if len(accuracy) > 1:  # BFCL's summary: the unweighted mean of its categories (bfcl_ast is the mean of rows)
+        accuracy["ast_accuracy/category_mean"] = sum(accuracy.values()) / len(accuracy)
+    return accuracy
 
 
 def _as_chat_dataset(rows: list[dict], suffix: str = "") -> datasets.Dataset:
