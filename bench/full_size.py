@@ -62,7 +62,9 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
             tiny = compose("config", overrides=overrides).model.tiny
         shape = TinyModelConfig(**tiny)
     else:
-        overrides, shape = [f"model={model}"], SHAPES[model]
+        # ~recipe: the design-note recipe for task=oracle with these models reads WildChat from the hub; the
+        # benchmark runs on the generated test bed (STEP_OVERRIDES), with nothing to download
+        overrides, shape = [f"model={model}", "~recipe"], SHAPES[model]
     if args.layers:
         shape = dataclasses.replace(shape, num_hidden_layers=args.layers)
     overrides += [f"model.num_hidden_layers={shape.num_hidden_layers}",
