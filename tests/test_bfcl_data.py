@@ -191,6 +191,7 @@ def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
     assert extra["num_samples"] == 20 and extra["path"] == str(FIXTURE)
     rows = read_jsonl_file(run.predictions("final", "extra"))
     assert len(rows) == 20 and extra["metrics"]["bfcl_ast"] == 0.5
+    assert len({r["kind"] for r in rows}) == 4  # a seeded sample over the folder, not its first file's rows
     for category in {r["kind"] for r in rows}:
         expected = [r["scores"]["bfcl_ast"] for r in rows if r["kind"] == category]
         assert extra["metrics"][f"ast_accuracy/{category}"] == sum(expected) / len(expected)

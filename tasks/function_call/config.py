@@ -37,7 +37,7 @@ class FunctionCallDataConfig:
     # or a folder in BFCL's layout (data.format=bfcl), or rows (data.format=rows). Never trained on. Its scores go
     # into eval_<tag>.json under "extra_test" and its rows into eval_predictions_<tag>_extra.jsonl.
     extra_test_path: Optional[str] = None
-    extra_test_samples: Optional[int] = None  # null: all of it
+    extra_test_samples: Optional[int] = None  # null: all of it; else a sample drawn with eval.seed
     generate: GeneratedDataConfig = field(default_factory=GeneratedDataConfig)
     max_train_samples: Optional[int] = None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import random
 from pathlib import Path
 
 import datasets
@@ -131,7 +132,12 @@ class FunctionCallTask(Task):
         from ao_calib import distributed
         from ao_calib.evaluation.evaluate import score_and_record
 
-        rows = self._extra_rows()[: data_cfg.extra_test_samples or None]
+        rows = self._extra_rows()
+        if data_cfg.extra_test_samples and data_cfg.extra_test_samples < len(rows):
+            # a seeded sample in file order: the first rows of a folder are all of one category
+            keep = sorted(random.Random(self.cfg.eval.get("seed", 0)).sample(range(len(rows)),
+                                                                             data_cfg.extra_test_samples))
+            rows = [rows[i] for i in keep]
         completions = generate(rows, desc=f"{tag}_extra")
         metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
         if distributed.is_main():
