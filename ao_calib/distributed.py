@@ -163,9 +163,21 @@ def gather_split(shares: list[T], total: int) -> list[T]:
     return out
 
 
-def map_split(fn: Callable[[list[T]], list[Any]], items: Sequence[T]) -> list[Any]:
-    """``fn`` over this process's share, the results of all shares in the order of ``items``, on every process."""
-    return gather_split(fn(split(items)), len(items))
+def map_split(fn: Callable[[list[T]], list[Any]], items: Sequence[T], even: bool | None = None) -> list[Any]:
+    """``fn`` over this process's share, the results of all shares in the order of ``items``, on every process.
+
+    ``even`` (default: when the model is sharded, ``sharded()``): every share is padded to the same length by
+    repeating its last item (or the first of ``items``), and the padding's results are dropped. A sharded model's
+    forward pass is a collective: a rank with one row fewer would leave the others waiting in their last batch."""
+    share = split(items)
+    if even is None:
+        even = is_distributed() and sharded()
+    if not even or not is_distributed() or not items:
+        return gather_split(fn(share), len(items))
+    size = -(-len(items) // world_size())
+    filler = share[-1] if share else items[0]
+    results = fn(share + [filler] * (size - len(share)))
+    return gather_split(list(results[: len(share)]), len(items))
 
 
 def start_time() -> datetime.datetime:

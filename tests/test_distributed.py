@@ -165,6 +165,43 @@ def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):
     assert distributed.split([1, 2, 3]) == [1, 2, 3] and distributed.on_main(lambda: "x") == "x"
 
 
+def _uneven_sharded_evaluation(rank: int, port: int, out: str) -> None:
+    """Seven rows over two ranks, each row's "forward pass" a collective (as a sharded model's is): with every share
+    padded to the same length every rank takes as many passes and the evaluation ends; unpadded, rank 1 would stop
+    one pass early and rank 0 would wait in its last pass forever."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), ACCELERATE_USE_FSDP="true")
+    import torch
+    import torch.distributed as dist
+
+    assert distributed.sharded()
+    assert distributed.all_gather(rank) == [0, 1]  # the process group is up, as in a run
+    passes = []
+
+    def forward(rows):
+        out = []
+        for row in rows:
+            token = torch.tensor([float(len(row))])
+            dist.all_reduce(token)  # every rank must take part in every pass
+            passes.append(row)
+            out.append(row.upper())
+        return out
+
+    items = [f"row{i}" for i in range(7)]
+    gathered = distributed.map_split(forward, items)  # even by default when sharded
+    Path(out, f"{rank}.json").write_text(json.dumps({"gathered": gathered, "passes": passes}))
+    dist.destroy_process_group()
+
+
+def test_an_uneven_evaluation_of_a_sharded_model_finishes_on_every_rank(tmp_path):
+    spawn_two(_uneven_sharded_evaluation, tmp_path, timeout=120)  # a hang fails the test instead of hanging CI
+    results = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    for r in results:
+        assert r["gathered"] == [f"ROW{i}" for i in range(7)]  # the padding's results are dropped
+    assert results[0]["passes"] == ["row0", "row2", "row4", "row6"]
+    assert results[1]["passes"] == ["row1", "row3", "row5", "row5"]  # padded with its own last row
+
+
 def _unpicklable_errors(rank: int, port: int, out: str) -> None:
     """Rank 0's ``fn`` raises an exception holding a lambda (which does not pickle), then returns a lambda: every
     rank records what it caught."""

@@ -31,6 +31,7 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": 1.0,
                                                     "top_k": 0}
     completions: list[str] = []
+    synced = distributed.is_distributed() and distributed.sharded()
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
@@ -44,8 +45,10 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                                                   control=control)
                     context = steering.context(model, injected, "eval")
                 with context:
+                    # synced_gpus: a sharded model's forward is a collective, so a rank whose rows all ended keeps
+                    # stepping with the others until every rank is done (the callers give every rank as many rows)
                     out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                         **sampling)
+                                         synced_gpus=synced, **sampling)
                 completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     finally:
         tokenizer.padding_side = padding_side
