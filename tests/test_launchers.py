@@ -78,7 +78,7 @@ def test_the_accelerate_configs_are_what_accelerate_launch_reads(name):
         assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
         assert env["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"
     else:
-        assert args.use_deepspeed and int(args.zero_stage) == 3 and str(args.zero3_init_flag).lower() == "true"
+        assert args.use_deepspeed and int(args.zero_stage) == 3 and str(args.zero3_init_flag).lower() == "false"
 
 
 def test_the_slurm_fsdp2_preset_exports_what_accelerate_sets_for_our_fsdp2_config():
