@@ -36,8 +36,8 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, control=variant == "control", desc=name)
-        metrics, histogram = distributed.on_main(lambda: score_and_record(task, rows, completions, run_dir, tag, variant,
-                                                                mismatches_printed))
+        metrics, histogram = distributed.on_main(lambda: score_and_record(
+            task, rows, completions, run_dir, tag, variant, mismatches_printed))
         if variant == "main":
             report["metrics"] = metrics
             if histogram is not None:
