@@ -362,18 +362,6 @@ def score_text(text: str, functions: list[dict], ground_truth: list[dict], stric
 # (irrelevance); any call on an irrelevance case earns 0.0.
 
 
-def format_credit(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> float:
-    """Credit for a well-formed answer: calls to functions the case lists, capped at the expected number, over
-    max(expected, produced). A decodable ``[]`` earns nothing where calls are expected, and a repeated call, an
-    extra call or a call to a function not in the list lowers it; an irrelevance case pays only for no call."""
-    if not calls or not ground_truth:
-        return float(not calls and not ground_truth)
-    listed = set(function_docs(functions))
-    known = sum(next(iter(c)) in listed for c in calls)
-    return min(known, len(ground_truth)) / max(len(calls), len(ground_truth))
-
-
-
 def call_credit(functions: list[dict], calls: list[dict], ground_truth: list[dict]) -> float:
     """Matched calls / max(expected, produced): per-call partial credit under the optimal matching."""
     if not calls or not ground_truth:

@@ -4,7 +4,7 @@
 * ``bfcl_parseable``: format credit: the text decodes as calls (under the run's ``strict_format``) to functions
   the case lists; calls to listed functions, capped at the expected number, over max(expected, produced). A
   decodable ``[]`` or an empty answer earns nothing, and a repeated or extra call or an unlisted function less
-  than the right number of calls (:func:`.bfcl_checker.format_credit`).
+  than the right number of calls (:func:`.rewards.format_credit`).
 * ``bfcl_calls``: expected calls matched exactly / max(expected, produced): per-call partial credit.
 * ``bfcl_params``: correct parameters over those either side names, best same-named pairing: per-parameter credit.
 * ``bfcl_functions``: expected function names produced / max(expected, produced): credit for the right function
@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.rewards import completion_text
-from .bfcl_checker import (UndecodableError, call_credit, check, decode, format_credit, function_credit,
-                           param_credit)
+from .bfcl_checker import UndecodableError, call_credit, check, decode, function_credit, param_credit
+from .rewards import format_credit
 
 COMPONENTS = ("bfcl_ast", "bfcl_parseable", "bfcl_calls", "bfcl_params", "bfcl_functions")
 
@@ -48,7 +48,9 @@ def score_case(text: str, functions: list[dict], ground_truth: list[dict], stric
             return {**dict.fromkeys(COMPONENTS, 1.0), "error_type": ""}
         return {**dict.fromkeys(COMPONENTS, 0.0), "error_type": "decoder_failed"}
     verdict = check(functions, calls, ground_truth)
-    return {"bfcl_ast": float(verdict.valid), "bfcl_parseable": format_credit(functions, calls, ground_truth),
+    named = [next(iter(c)) for c in calls]
+    return {"bfcl_ast": float(verdict.valid),
+            "bfcl_parseable": format_credit(named, len(ground_truth), [f["name"] for f in functions]),
             "bfcl_calls": call_credit(functions, calls, ground_truth),
             "bfcl_params": param_credit(functions, calls, ground_truth),
             "bfcl_functions": function_credit(calls, ground_truth),

@@ -81,16 +81,16 @@ def _f1(predicted: Counter, expected: Counter) -> float:
     return 2.0 * overlap / total
 
 
-def format_credit(pred: Sequence[tuple], gold: Sequence[tuple], listed: Iterable[str] | None) -> float:
-    """Credit for well-formed calls: calls to functions the prompt lists (every name counts when ``listed`` is
-    unknown), capped at the expected number, over max(expected, produced). No call earns nothing where calls are
-    expected, and everything where none is; a repeated or extra call, or an unlisted function, earns less than
-    the right number of calls."""
-    if not pred or not gold:
-        return float(not pred and not gold)
+def format_credit(called: Sequence[str], expected: int, listed: Iterable[str] | None) -> float:
+    """Credit for well-formed calls (the names ``called``, ``expected`` calls): calls to functions the prompt
+    lists (every name counts when ``listed`` is unknown), capped at the expected number, over max(expected,
+    produced). No call earns nothing where calls are expected, and everything where none is; a repeated or extra
+    call, or an unlisted function, earns less than the right number of calls. The BFCL format's credit too."""
+    if not called or not expected:
+        return float(not called and not expected)
     names = None if listed is None else set(listed)
-    known = sum(names is None or name in names for name, _ in pred)
-    return min(known, len(gold)) / max(len(pred), len(gold))
+    known = sum(names is None or name in names for name in called)
+    return min(known, expected) / max(len(called), expected)
 
 
 def score_completion(text: Any, answer: str, listed: Iterable[str] | None = None) -> dict[str, float]:
@@ -107,7 +107,7 @@ def score_completion(text: Any, answer: str, listed: Iterable[str] | None = None
     )
     exact = 1.0 if Counter(pred) == Counter(gold) else 0.0
     return {
-        "tool_call_parseable": format_credit(pred, gold, listed),
+        "tool_call_parseable": format_credit([name for name, _ in pred], len(gold), listed),
         "tool_call_function": function,
         "tool_call_params": params,
         "tool_call_exact": exact,
