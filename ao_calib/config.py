@@ -592,6 +592,27 @@ def check_generation_backend(cfg) -> None:
                            "or set trainer.use_vllm=false")
 
 
+# The trainers that apply ``task.calibration.credit`` (ao_calib.trainers.credit, mixed into the GRPO trainer): PPO
+# computes its own advantages from a value head and RLOO its own leave-one-out baseline, so a credit rule would be
+# silently ignored there.
+CONFIDENCE_CREDIT_TRAINERS = ("grpo",)
+
+
+def check_credit_rule(cfg) -> None:
+    """``task.calibration.credit`` other than ``sequence`` with a trainer that cannot apply it is refused at
+    start-up, naming both keys."""
+    from omegaconf import OmegaConf
+
+    credit = OmegaConf.select(cfg, "task.calibration.credit", default="sequence")
+    trainer = OmegaConf.select(cfg, "trainer.name", default=None)
+    if credit in (None, "sequence") or trainer is None or trainer in CONFIDENCE_CREDIT_TRAINERS or trainer == "sft":
+        return
+    raise AOCalibError(f"task.calibration.credit={credit} cannot run with trainer={trainer}: only "
+                       f"{', '.join(f'trainer={t}' for t in CONFIDENCE_CREDIT_TRAINERS)} applies a credit rule "
+                       f"(trainer={trainer} computes its own advantages); set task.calibration.credit=sequence or "
+                       f"trainer=grpo")
+
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -604,6 +625,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
         cfg = compose("config", overrides=list(overrides))
     validate_plugins(cfg)
     check_generation_backend(cfg)
+    check_credit_rule(cfg)
     return cfg
 
 

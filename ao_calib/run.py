@@ -18,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed
-from ao_calib.config import check_generation_backend, check_values, unknown_keys, validate_plugins
+from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, unknown_keys,
+                             validate_plugins)
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -225,6 +226,7 @@ def main(cfg: DictConfig) -> float | None:
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
         check_generation_backend(cfg)
+        check_credit_rule(cfg)
         from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
 
         check_process_split(cfg)

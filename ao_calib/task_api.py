@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig
 
+from ao_calib.calibration.contract import scored_confidence
 from ao_calib.config import TaskConfig, plugin_class
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn
@@ -37,6 +38,8 @@ class Task(ABC):
     headline_metric: ClassVar[str]
     #: the reward component that trains a stated confidence, for tasks that offer one (see ``calibrated``)
     calibrated_reward: ClassVar[str | None] = None
+    #: row columns copied into every predictions row (when the row has them), for anyone recomputing a figure
+    prediction_columns: ClassVar[tuple[str, ...]] = ("kind",)
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
@@ -89,7 +92,8 @@ class Task(ABC):
         return []
 
     def eval_variants(self) -> list[str]:
-        """Extra evaluation passes besides the plain one (e.g. a control with other prompts' activations)."""
+        """Extra evaluation passes besides the plain one, for a task with steering: ``control`` (another prompt's
+        activations) and ``none`` (random vectors of the same norms)."""
         return []
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
@@ -106,7 +110,7 @@ class Task(ABC):
         metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
         metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
         if self.calibrated and records:
-            conf = [r["scores"]["confidence"] for r in records]
+            conf = [scored_confidence(r["scores"]["confidence"]) for r in records]
             metrics.update({k: v for k, v in self.calibration_metrics(records, conf, [
                 r["scores"][self.headline_metric] for r in records], run_dir, tag).items() if k != "accuracy"})
         return metrics
@@ -122,6 +126,15 @@ class Task(ABC):
         kinds = [r.get("kind") for r in records]
         if None not in kinds and len(set(kinds)) > 1:
             report.update(cm.kind_headroom(outcomes, kinds))
+        questions = [r.get("question") for r in records]
+        if records and None not in questions:
+            # Does the confidence tell right from wrong among rows that ask the very same question, and does it
+            # beat a rule that reads only the question's wording? (the shortcut a test bed must not reward)
+            report["auroc_within_question"] = cm.within_group_auroc(confidences, outcomes, questions)
+            rule = cm.group_rate_rule(outcomes, questions)
+            report["text_rule_auroc"] = cm.auroc(rule, cm.binarize(outcomes))
+            report["text_rule_ece"] = cm.expected_calibration_error(rule, cm.binarize(outcomes))
+            report["distinct_questions"] = len(set(questions))
         if records:
             cm.plot_reliability_diagram(confidences, outcomes, run_dir.reliability_plot(tag), title=(
                 f"{tag}: acc {report['accuracy']:.3f}, AUROC {report['auroc']:.3f}, ECE {report['ece']:.3f} "

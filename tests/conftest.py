@@ -15,9 +15,25 @@ CONF_DIR = PROJECT_ROOT / "conf"
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory):
-    """Every test, and every subprocess it starts, uses one session cache and never reaches a hub."""
-    cache = tmp_path_factory.mktemp("ao_calib_cache")
+    """Every test, and every subprocess it starts, uses one session cache and never reaches a hub. Under
+    pytest-xdist the workers share it (the folder above each worker's own), so the tiny models and the converted
+    SmolLM2 checkpoint are built once per session; every cache write is a rename into place, safe across processes."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        cache = tmp_path_factory.getbasetemp().parent / "ao_calib_cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("ao_calib_cache")
+    # Parallel workers (pyproject's `-n`): one math thread per process, here and in every run a test starts. The
+    # tiny models' small matrix products gain nothing from a second thread, and two workers each spinning two
+    # threads on a 2-core machine run slower than one worker alone.
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if worker else {}
+    if worker:
+        import torch
+
+        torch.set_num_threads(1)
     patch = {
+        **threads,
         "AO_CALIB_CACHE": str(cache),
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",

@@ -184,7 +184,7 @@ def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
     task = build_task(cfg)
     run = RunDir(tmp_path)
 
-    def generate(rows, control=False, desc=""):  # what a model that answers every case right would write
+    def generate(rows, condition="own", desc=""):  # what a model that answers every case right would write
         return [r["answer"] if i % 2 == 0 else "no call" for i, r in enumerate(rows)]
 
     extra = task.extra_evaluations(None, None, generate, run, "final")["extra_test"]

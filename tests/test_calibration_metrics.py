@@ -145,3 +145,34 @@ def test_evaluation_figures_reach_the_wandb_summary(tmp_path, monkeypatch):
         assert run.summary["eval_final/auroc"] == 0.5 and "eval_final/note" not in run.summary.keys()
     finally:
         run.finish()
+
+
+def test_within_question_auroc_against_a_hand_computation():
+    """Two questions: "a" ranks its rows perfectly (AUROC 1), "b" backwards (0), "c" is all right (left out).
+    Weighted by rows: (1·3 + 0·2) / 5. A confidence that is constant inside each question scores 0.5, however
+    well it separates the questions."""
+    from ao_calib.calibration.metrics import within_group_auroc
+
+    conf = [0.9, 0.2, 0.8, 0.3, 0.7, 0.5, 0.5]
+    correct = [1, 0, 1, 1, 0, 1, 1]
+    groups = ["a", "a", "a", "b", "b", "c", "c"]
+    assert within_group_auroc(conf, correct, groups) == pytest.approx(3 / 5)
+    by_question = {"a": 0.9, "b": 0.1, "c": 0.5}
+    assert within_group_auroc([by_question[g] for g in groups], correct, groups) == 0.5
+    assert auroc([by_question[g] for g in groups], correct) > 0.5  # the wording alone separates them overall
+    assert math.isnan(within_group_auroc([0.5, 0.6], [1, 1], ["a", "b"]))
+    rng = np.random.default_rng(3)
+    conf, correct = random_case(rng, 60)
+    groups = rng.integers(0, 4, 60).astype(str)
+    expected = sum(roc_auc_score(correct[groups == g], conf[groups == g]) * (groups == g).sum()
+                   for g in np.unique(groups)) / 60
+    assert within_group_auroc(conf, correct, groups) == pytest.approx(expected)
+
+
+def test_the_text_only_rule_is_each_questions_leave_one_out_hit_rate():
+    from ao_calib.calibration.metrics import group_rate_rule
+
+    correct = [1, 1, 0, 1, 0, 1]
+    groups = ["a", "a", "a", "b", "b", "c"]
+    # a: the other two of a; b: the other one of b; c (alone): the hit rate of the five other rows
+    assert group_rate_rule(correct, groups).tolist() == pytest.approx([1 / 2, 1 / 2, 1, 0, 1, 3 / 5])

@@ -176,3 +176,36 @@ def test_format_warmup_tags_answers_with_the_hit_rate_of_their_kind():
     kinds = ["mood", "topic", "mood", "topic", "mood", "city"]
     scores = [0.95, 0.05, 0.95, 0.95, None, 0.05]
     assert _kind_means(kinds, scores) == [0.95, 0.5, 0.95, 0.5, None, 0.05]
+
+
+def test_the_none_condition_injects_random_vectors_with_the_norms_of_the_own_ones():
+    """``none`` replaces the activations: the vectors differ from the row's own (and from every other prompt's),
+    keep each position's norm, and are the same at every evaluation of the same row."""
+    import torch
+
+    from ao_calib_tasks.oracle.steering import ActivationSteering, pair_controls
+
+    torch.manual_seed(0)
+    store = {f"p{i}": {1: torch.randn(4, 8) * (i + 1), 2: torch.randn(4, 8)} for i in range(3)}
+    rows = pair_controls([{"activation_id": f"p{i}", "source_layer": layer} for i in range(3) for layer in (1, 2)])
+    steering = ActivationSteering(store, placeholder_id=0)
+    own, none = steering.condition_vectors(rows, "own"), steering.condition_vectors(rows, "none")
+    for o, n in zip(own, none):
+        assert torch.allclose(n.norm(dim=-1), o.norm(dim=-1), rtol=1e-5)
+        assert not torch.allclose(n, o) and torch.nn.functional.cosine_similarity(n, o, dim=-1).abs().max() < 0.9
+    assert all(torch.equal(a, b) for a, b in zip(none, steering.condition_vectors(rows, "none")))
+    assert not torch.equal(none[0], none[2])  # another prompt's noise is another draw
+    ids = torch.tensor([[5, 0, 0, 0, 0, 6]] * len(rows))
+    batch = steering.batch_for(rows, ids, condition="none")
+    assert torch.allclose(batch.vectors[0], none[0])
+
+
+@pytest.mark.parametrize("trainer", ["ppo", "rloo"])
+def test_a_credit_rule_is_refused_with_a_trainer_that_cannot_apply_it(trainer):
+    from ao_calib.config import compose_run_config
+    from ao_calib.errors import AOCalibError
+
+    with pytest.raises(AOCalibError, match=f"task.calibration.credit=group cannot run with trainer={trainer}"):
+        compose_run_config(["task=oracle", "model=tiny_qwen3", f"trainer={trainer}", "task.calibration.credit=group"])
+    compose_run_config(["task=oracle", "model=tiny_qwen3", f"trainer={trainer}"])  # the default rule runs everywhere
+    compose_run_config(["experiment=oracle_tiny", "trainer=grpo", "task.calibration.credit=group"])

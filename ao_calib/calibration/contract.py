@@ -40,5 +40,11 @@ def confidence_span(text: str) -> tuple[int, int] | None:
     return match.span(1)
 
 
+def scored_confidence(stated: float | None) -> float:
+    """The confidence a figure counts for a predictions row's ``scores.confidence``: the stated value in [0, 1],
+    or ``DEFAULT_CONFIDENCE`` when the answer stated none (null in the row)."""
+    return DEFAULT_CONFIDENCE / 100 if stated is None else float(stated)
+
+
 def format_epistemic_status(confidence: int, answer: str) -> str:
     return f"[epistemic status: {int(confidence)}] {answer}"

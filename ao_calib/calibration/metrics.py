@@ -164,6 +164,45 @@ def auroc(confidences: Sequence[float], correct: Sequence[float]) -> float:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def within_group_auroc(confidences: Sequence[float], correct: Sequence[float], groups: Sequence[str]) -> float:
+    """AUROC inside groups of rows (an exact question text), averaged with each group weighted by its row count.
+    Only groups holding both a right and a wrong row count; NaN when none does. A confidence that only follows the
+    question's wording (the same number for every row of a group) scores 0.5 here, whatever its overall AUROC."""
+    conf, corr = _arrays(confidences, correct)
+    keys = np.asarray(list(groups), dtype=object)
+    if keys.shape != conf.shape:
+        raise ValueError(f"groups ({keys.size}) and confidences ({conf.size}) must have the same length")
+    total, weight = 0.0, 0
+    for key in dict.fromkeys(keys.tolist()):
+        mask = keys == key
+        value = auroc(conf[mask], corr[mask])
+        if not np.isnan(value):
+            total += value * int(mask.sum())
+            weight += int(mask.sum())
+    return total / weight if weight else float("nan")
+
+
+def group_rate_rule(correct: Sequence[float], groups: Sequence[str]) -> np.ndarray:
+    """The confidence of a rule that reads only each row's group (its question text): the hit rate of the other
+    rows of the same group (leave-one-out), or of all other rows when the group has no other row. It sees the
+    held-out outcomes of the other rows, so it is an optimistic version of a rule fitted on a training split: a
+    stated confidence that does not beat it reads nothing the wording does not already tell."""
+    corr = binarize(correct)
+    keys = np.asarray(list(groups), dtype=object)
+    if keys.shape != corr.shape:
+        raise ValueError(f"groups ({keys.size}) and outcomes ({corr.size}) must have the same length")
+    n = corr.size
+    if n < 2:
+        return np.full(n, 0.5)
+    out = np.empty(n)
+    overall = (corr.sum() - corr) / (n - 1)
+    for key in dict.fromkeys(keys.tolist()):
+        mask = keys == key
+        size = int(mask.sum())
+        out[mask] = (corr[mask].sum() - corr[mask]) / (size - 1) if size > 1 else overall[mask]
+    return out
+
+
 def correlation(confidences: Sequence[float], scores: Sequence[float], method: str = "pearson") -> float:
     """Pearson or Spearman correlation of confidence with a continuous score; NaN when either is constant."""
     conf, out = _arrays(confidences, scores)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ao_calib import distributed
+from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
@@ -13,6 +14,10 @@ from ao_calib.run_dir import RunDir
 from ao_calib.task_api import Task
 
 log = logging.getLogger(__name__)
+
+# An evaluation variant of a steered task and the activations it injects (its ``condition``; the predictions file
+# of a variant carries its name as a suffix: ``_control``, ``_none``).
+CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 
 
 def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, batch_size: int,
@@ -24,10 +29,10 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
 
     Every process of a multi-process run calls it: each generates its share of the rows, and the main process
     scores them all (the judge sees each row once), writes and prints; every process returns the same metrics."""
-    def generate(rows: list[dict], control: bool = False, desc: str = tag) -> list[str]:
+    def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
         return distributed.map_split(lambda share: generate_completions(
             model, tokenizer, share, chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
-            batch_size=batch_size, steering=task.steering(), control=control, desc=f"eval ({desc})",
+            batch_size=batch_size, steering=task.steering(), condition=condition, desc=f"eval ({desc})",
             temperature=temperature, seed=seed), rows)
 
     rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
@@ -35,7 +40,7 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
               "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
     for variant in ["main", *task.eval_variants()]:
         name = tag if variant == "main" else f"{tag}_{variant}"
-        completions = generate(rows, control=variant == "control", desc=name)
+        completions = generate(rows, condition=CONDITIONS[variant], desc=name)
         metrics, histogram = distributed.on_main(lambda: score_and_record(
             task, rows, completions, run_dir, tag, variant, mismatches_printed))
         if variant == "main":
@@ -60,9 +65,11 @@ def score_and_record(task: Task, rows: list[dict], completions: list[str], run_d
     confidence histogram or None). A task's ``extra_evaluations`` scores another held-out set the same way,
     under a variant name of its own. Main process only."""
     name = tag if variant == "main" else f"{tag}_{variant}"
+    steered = task.steering() is not None
     records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
                 "expected": task.reference_output(row), "scores": scores,
-                **({"kind": row["kind"]} if row.get("kind") is not None else {})}
+                **{column: row[column] for column in task.prediction_columns if row.get(column) is not None},
+                **({"condition": CONDITIONS.get(variant, variant)} if steered else {})}
                for row, completion, scores in zip(rows, completions, task.score_batch(completions, rows))]
     metrics = task.aggregate(records, run_dir, name)
     predictions = run_dir.predictions(tag, None if variant == "main" else variant)
@@ -72,7 +79,8 @@ def score_and_record(task: Task, rows: list[dict], completions: list[str], run_d
     if variant == "main":
         if records and all("confidence" in r["scores"] for r in records):
             histogram = {"bins": "ten equal-width bins over [0, 1], the last closed",
-                         "counts": confidence_histogram([r["scores"]["confidence"] for r in records])}
+                         "counts": confidence_histogram(
+                             [scored_confidence(r["scores"]["confidence"]) for r in records])}
         _print_summary(task, name, metrics, records, mismatches_printed, predictions.name)
     return metrics, histogram
 

@@ -13,12 +13,13 @@ from ao_calib import distributed
 
 @torch.no_grad()
 def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
-                         batch_size: int, steering=None, control: bool = False, desc: str = "eval",
+                         batch_size: int, steering=None, condition: str = "own", desc: str = "eval",
                          temperature: float | None = None, seed: int = 0) -> list[str]:
     """Completions for the rows' chat prompts, batched with left padding: greedy (``temperature`` None or 0), or
     sampled at ``temperature``
-    from ``seed`` (the caller's random state is left as it was). With ``steering``, each row's activations (or,
-    for ``control``, another prompt's) are injected during the prefill."""
+    from ``seed`` (the caller's random state is left as it was). With ``steering``, the activations of
+    ``condition`` are injected during the prefill: the row's own (``own``), another prompt's (``other``) or random
+    vectors of the same norms (``none``)."""
     texts = [
         tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
         for r in rows
@@ -42,7 +43,7 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                 context = contextlib.nullcontext()
                 if steering is not None:
                     injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"],
-                                                  control=control)
+                                                  condition=condition)
                     context = steering.context(model, injected, "eval")
                 with context:
                     # synced_gpus: a sharded model's forward is a collective, so a rank whose rows all ended keeps

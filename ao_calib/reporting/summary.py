@@ -85,8 +85,10 @@ class RunSummary:
 
 
 # The closing table's columns: (eval.json key, heading, format); a column shows when any evaluation has it.
-TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("auroc", "AUROC", ".3f"),
-                 ("ece", "ECE", ".3f"), ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
+TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("none", "none", ".3f"),
+                 ("auroc", "AUROC", ".3f"), ("auroc_within_question", "AUROC/q", ".3f"),
+                 ("text_rule_auroc", "text rule", ".3f"), ("ece", "ECE", ".3f"),
+                 ("none_mean_confidence", "none conf", ".3f"), ("none_ece", "none ECE", ".3f"), ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
                  ("resolution", "res", ".3f"), ("confidence_std", "conf std", ".3f"),
                  ("selective_accuracy@50", "sel@50%", ".3f"), ("selective_accuracy@80", "sel@80%", ".3f"),
                  ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"))
@@ -94,15 +96,20 @@ TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("au
 
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
-    variant's accuracy becomes ``control``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
+    variant's accuracy becomes ``control``, the ``none`` variant's accuracy, mean confidence and ECE ``none``,
+    ``none_mean_confidence`` and ``none_ece``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
     reports = {}
     for path in run_dir.path.glob("eval*.json"):
         report = read_json(path)
         if isinstance(report, dict) and isinstance(report.get("metrics"), dict):
             metrics = dict(report["metrics"])
-            control = (report.get("variants") or {}).get("control") or {}
+            variants = report.get("variants") or {}
+            control, none = variants.get("control") or {}, variants.get("none") or {}
             if "accuracy" in control:
                 metrics["control"] = control["accuracy"]
+            if "accuracy" in none:  # random vectors in place of the activations: what no reading can beat
+                metrics["none"] = none["accuracy"]
+                metrics.update({f"none_{k}": none[k] for k in ("mean_confidence", "ece") if k in none})
             extra = (report.get("extra_test") or {}).get("metrics")
             reports[report.get("tag", path.stem)] = (path.stat().st_mtime, metrics, extra)
     ordered = sorted(reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))

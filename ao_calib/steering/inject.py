@@ -67,8 +67,9 @@ class Steering(Protocol):
     ``ActivationSteering`` is one): the vectors for a batch of rows placed on its token ids, and a context that
     steers the model with them."""
 
-    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, control: bool = False) -> SteeringBatch:
-        """Each row's vectors (another prompt's with ``control``) at the placeholder positions of ``input_ids``."""
+    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, condition: str = "own") -> SteeringBatch:
+        """Each row's vectors at the placeholder positions of ``input_ids``: its own (``own``), another prompt's
+        (``other``, the control) or vectors that carry nothing (``none``)."""
 
     def context(self, model: torch.nn.Module, batch: SteeringBatch, kind: str) -> AbstractContextManager:
         """Steers ``model`` with ``batch`` while open; ``kind`` names the pass for counting."""

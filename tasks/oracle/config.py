@@ -18,6 +18,14 @@ class OracleGeneratedDataConfig:
     questions_per_prompt: int = 3
     kinds: list[str] = field(default_factory=lambda: ["topic", "mood", "city"])
     seed: int = 0
+    # Prompts of a third disjoint split, for choosing settings (task.data.eval_split=validation scores it).
+    n_validation_prompts: int = 0
+    # Each prompt's topic and mood are written into its text with this probability; a question about an unstated
+    # fact keeps its drawn answer, which nothing in the activations holds (a coin flip for any oracle). Below 1,
+    # readability varies between rows of one question text, and only the activations tell which row is which.
+    stated_fraction: float = 1.0
+    # Wordings per question kind (1: one wording; up to 4 for topics), so that the question texts are many.
+    phrasings: int = 1
 
 
 @dataclass
@@ -33,6 +41,9 @@ class OracleDataConfig:
     test_path: Optional[str] = None
     generate: OracleGeneratedDataConfig = field(default_factory=OracleGeneratedDataConfig)
     max_train_samples: Optional[int] = None
+    # The held-out split every evaluation scores: "test" for reported numbers, "validation" (generated data with
+    # generate.n_validation_prompts > 0) while choosing settings, so that the test split is scored once.
+    eval_split: str = "test"
     # Treat generated or labelled rows as WildChat rows: answers withheld from reward and evaluation, the judge
     # alone scores (the seed's setting, offline; and a way to compare a judge with known labels).
     withhold_answers: bool = False
@@ -104,6 +115,9 @@ class OracleTaskConfig(TaskConfig):
     sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
     # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
     eval_control: bool = True
+    # Also evaluate with random vectors of the same norms in place of the activations (the ``none`` condition): no
+    # oracle can beat chance there, so a calibrated one states about chance.
+    eval_none: bool = True
     prompt: OraclePromptConfig = field(default_factory=OraclePromptConfig)
     stand_in: StandInOracleConfig = field(default_factory=StandInOracleConfig)
     classification: ClassificationEvalConfig = field(default_factory=ClassificationEvalConfig)
@@ -125,5 +139,15 @@ class OracleTaskConfig(TaskConfig):
         for key, value, low in checks:
             if value is not None and value < low:
                 raise ValueError(f"{key}={value}: out of range, allowed >= {low}")
+        if self.data.eval_split not in ("test", "validation"):
+            raise ValueError(f"data.eval_split={self.data.eval_split!r}: choose test or validation")
+        if self.data.eval_split == "validation" and not self.data.generate.n_validation_prompts:
+            raise ValueError("data.eval_split=validation: set data.generate.n_validation_prompts > 0 (generated "
+                             "data holds a validation split only then)")
+        if not 0 < self.data.generate.stated_fraction <= 1:
+            raise ValueError(f"data.generate.stated_fraction={self.data.generate.stated_fraction}: out of range, "
+                             "allowed (0, 1]")
+        if self.data.generate.phrasings < 1 or self.data.generate.n_validation_prompts < 0:
+            raise ValueError("data.generate.phrasings must be >= 1 and data.generate.n_validation_prompts >= 0")
         if not 0 < self.data.test_fraction < 1:
             raise ValueError(f"data.test_fraction={self.data.test_fraction}: out of range, allowed (0, 1)")

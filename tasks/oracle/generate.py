@@ -3,6 +3,14 @@
 Each prompt asks for help with a task from one topic, carries a positive or negative mood, and usually names a
 city. Questions probe the topic, the mood and the city; about half are about something the prompt is not
 (a wrong topic, the opposite mood, another city), so about half the answers are No.
+
+With ``stated_fraction`` below 1, each prompt's topic and mood are drawn as always but each is written into the
+text only with that probability: an unstated topic leaves a request that names none ("Can you help me with this
+project?"), an unstated mood leaves no mood sentence. The question about an unstated fact keeps its answer (the
+drawn fact), which nothing in the text, and so nothing in the activations, holds: the same question text is
+readable on one prompt and a coin flip on another, and only the activations tell which (``readable`` in each row).
+``phrasings`` > 1 asks each question in one of several wordings, so that a rule reading the question text has
+many distinct texts to learn from and no wording gives the answer away.
 """
 
 from __future__ import annotations
@@ -42,71 +50,106 @@ MOODS = {
     "negative": ["I'm really frustrated right now.", "This is awful and I hate it.", "I'm so stressed and upset.",
                  "Honestly I feel terrible about this."],
 }
+# A request that names no topic, for a prompt whose topic is not stated.
+VAGUE_TASKS = ["Can you help me with this project?", "How do I get started with this?", "I need some advice.",
+               "What should I do first?", "Please give me a simple plan.", "Any tips for a beginner like me?"]
+# Wordings of each question (the first is the original one); {x} is the topic, the mood word, or the city.
+TOPIC_QUESTIONS = ["Is this text about {x}?", "Is the user asking about {x}?", "Does this request concern {x}?",
+                   "Is {x} the subject here?"]
+MOOD_WORDS = {"positive": ["positive", "happy", "cheerful"], "negative": ["negative", "upset", "unhappy"]}
+MOOD_QUESTIONS = ["Is the user in a {x} mood?", "Does the user sound {x}?", "Is the writer feeling {x}?"]
+CITY_QUESTIONS = ["Does the text mention {x}?", "Is {x} named in the text?"]
 CITIES = ["Paris", "Tokyo", "Berlin", "Cairo", "Toronto", "Sydney", "Madrid", "Seoul", "Lima", "Oslo"]
 KINDS = ("topic", "mood", "city")
 
 
-def make_prompt(rng: random.Random) -> dict:
+def make_prompt(rng: random.Random, stated_fraction: float = 1.0) -> dict:
     topic = rng.choice(sorted(TOPICS))
     mood = rng.choice(sorted(MOODS))
     city = rng.choice(CITIES) if rng.random() < 0.75 else None
-    parts = [rng.choice(TEMPLATES).format(task=rng.choice(TOPICS[topic])), rng.choice(MOODS[mood])]
+    # drawn only when some facts go unstated, so that stated_fraction=1 gives the prompts it always gave
+    topic_stated = stated_fraction >= 1 or rng.random() < stated_fraction
+    mood_stated = stated_fraction >= 1 or rng.random() < stated_fraction
+    request = (rng.choice(TEMPLATES).format(task=rng.choice(TOPICS[topic])) if topic_stated
+               else rng.choice(VAGUE_TASKS))
+    parts = [request] + ([rng.choice(MOODS[mood])] if mood_stated else [])
     if city:
         parts.append(f"I live in {city}.")
-    return {"prompt": " ".join(parts), "topic": topic, "mood": mood, "city": city}
+    return {"prompt": " ".join(parts), "topic": topic, "mood": mood, "city": city,
+            "readable": {"topic": topic_stated, "mood": mood_stated, "city": True}}
 
 
-def make_question(facts: dict, kind: str, rng: random.Random) -> tuple[str, str]:
-    """A (question, "Yes"|"No") pair about one fact; the answer is Yes with probability 1/2."""
+def make_question(facts: dict, kind: str, rng: random.Random, phrasings: int = 1) -> tuple[str, str]:
+    """A (question, "Yes"|"No") pair about one fact; the answer is Yes with probability 1/2. With ``phrasings`` >
+    1 the question takes one of the first ``phrasings`` wordings of its kind (a mood in one of its words)."""
     yes = rng.random() < 0.5
+
+    def worded(forms: list[str], x: str) -> str:
+        return (forms[rng.randrange(min(phrasings, len(forms)))] if phrasings > 1 else forms[0]).format(x=x)
+
     if kind == "topic":
         topic = facts["topic"] if yes else rng.choice([t for t in sorted(TOPICS) if t != facts["topic"]])
-        return f"Is this text about {topic}?", "Yes" if yes else "No"
+        return worded(TOPIC_QUESTIONS, topic), "Yes" if yes else "No"
     if kind == "mood":
         mood = facts["mood"] if yes else ("negative" if facts["mood"] == "positive" else "positive")
-        return f"Is the user in a {mood} mood?", "Yes" if yes else "No"
+        word = rng.choice(MOOD_WORDS[mood]) if phrasings > 1 else mood
+        return worded(MOOD_QUESTIONS, word), "Yes" if yes else "No"
     if kind == "city":
         # A quarter of prompts name no city, so a named city is asked about 2/3 of the time: Yes stays near 1/2.
         own = facts["city"] is not None and rng.random() < 2 / 3
         city = facts["city"] if own else rng.choice([c for c in CITIES if c != facts["city"]])
-        return f"Does the text mention {city}?", "Yes" if own else "No"
+        return worded(CITY_QUESTIONS, city), "Yes" if own else "No"
     raise ValueError(f"unknown question kind {kind!r}; choose from {KINDS}")
 
 
 def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, ...] | list[str], seed: int,
-                  prompt_offset: int = 0) -> list[dict]:
-    """``n_prompts`` distinct prompts, each with ``questions_per_prompt`` questions of the given kinds."""
+                  prompt_offset: int = 0, stated_fraction: float = 1.0, phrasings: int = 1) -> list[dict]:
+    """``n_prompts`` distinct prompts, each with ``questions_per_prompt`` questions of the given kinds. Each row
+    says whether the fact it asks about is written in the prompt (``readable``)."""
     rng = random.Random(seed)
     rows, seen = [], set()
     while len(seen) < n_prompts:
-        facts = make_prompt(rng)
+        facts = make_prompt(rng, stated_fraction)
         if facts["prompt"] in seen:
             continue
         seen.add(facts["prompt"])
         for q in range(questions_per_prompt):
-            question, answer = make_question(facts, kinds[q % len(kinds)], rng)
-            rows.append({"prompt": facts["prompt"], "question": question, "answer": answer,
-                         "kind": kinds[q % len(kinds)], "prompt_id": prompt_offset + len(seen) - 1})
+            kind = kinds[q % len(kinds)]
+            question, answer = make_question(facts, kind, rng, phrasings)
+            rows.append({"prompt": facts["prompt"], "question": question, "answer": answer, "kind": kind,
+                         "readable": facts["readable"][kind], "prompt_id": prompt_offset + len(seen) - 1})
     return rows
 
 
-def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_prompt: int, kinds, seed: int
-                    ) -> tuple[list[dict], list[dict]]:
-    """Train and test rows over disjoint prompts."""
-    both = generate_rows(n_train_prompts + n_test_prompts, questions_per_prompt, tuple(kinds), seed)
+def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_prompt: int, kinds, seed: int,
+                    n_validation_prompts: int = 0, stated_fraction: float = 1.0, phrasings: int = 1
+                    ) -> tuple[list[dict], ...]:
+    """Train and test rows over disjoint prompts, and validation rows over a third disjoint set when
+    ``n_validation_prompts`` > 0 (then (train, validation, test))."""
+    total = n_train_prompts + n_validation_prompts + n_test_prompts
+    rows = generate_rows(total, questions_per_prompt, tuple(kinds), seed, stated_fraction=stated_fraction,
+                         phrasings=phrasings)
+    # the test prompts are the ones after the training prompts, as they always were; validation comes last
     test_ids = set(range(n_train_prompts, n_train_prompts + n_test_prompts))
-    return [r for r in both if r["prompt_id"] not in test_ids], [r for r in both if r["prompt_id"] in test_ids]
+    validation_ids = set(range(n_train_prompts + n_test_prompts, total))
+    train = [r for r in rows if r["prompt_id"] < n_train_prompts]
+    test = [r for r in rows if r["prompt_id"] in test_ids]
+    if not n_validation_prompts:
+        return train, test
+    return train, [r for r in rows if r["prompt_id"] in validation_ids], test
 
 
 def true_answer(text: str, question: str) -> str | None:
     """The answer ("Yes"/"No") to one of ``make_question``'s questions about a prompt made by ``make_prompt``, read
-    from the text alone (what a judge does); None for a question of another form."""
-    for pattern, holds in (
-        (r"Is this text about (\w+)\?", lambda x: any(t in text for t in TOPICS.get(x, []))),
-        (r"Is the user in a (\w+) mood\?", lambda x: any(m in text for m in MOODS.get(x, []))),
-        (r"Does the text mention (\w+)\?", lambda x: f"I live in {x}." in text),
-    ):
-        found = re.search(pattern, question)
+    from the text alone (what a judge does); None for a question of another form. A fact the prompt does not state
+    reads as No."""
+    mood_of = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
+    checks = ([(form, lambda x: any(t in text for t in TOPICS.get(x, []))) for form in TOPIC_QUESTIONS]
+              + [(form, lambda x: x in mood_of and any(m in text for m in MOODS[mood_of[x]]))
+                 for form in MOOD_QUESTIONS]
+              + [(form, lambda x: f"I live in {x}." in text) for form in CITY_QUESTIONS])
+    for form, holds in checks:
+        found = re.fullmatch(re.escape(form).replace(re.escape("{x}"), r"(\w+)"), question.strip())
         if found:
             return "Yes" if holds(found.group(1)) else "No"
     return None

@@ -12,6 +12,8 @@ import torch
 from .prompt import find_placeholder_positions
 from ao_calib.steering import SteeringBatch, SteeringError, steer
 
+CONDITIONS = ("own", "other", "none")  # whose activations an evaluation injects: the prompt's, another's, noise
+
 
 def pair_controls(rows: list[dict], fallback: list[dict] = ()) -> list[dict]:
     """Sets each row's ``control_activation_id``: another prompt of the same rows, by a cycle over the distinct
@@ -60,9 +62,32 @@ class ActivationSteering:
             out.append(other.repeat(reps, 1)[-k:])
         return out
 
-    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, control: bool = False) -> SteeringBatch:
-        """Vectors for ``rows`` placed at the placeholder run found in each row of ``input_ids``."""
-        vectors = self.control_vectors(rows) if control else self.vectors(rows)
+    def none_vectors(self, rows: Sequence[dict]) -> list[torch.Tensor]:
+        """For each row, random vectors with the norms of its own (each position keeps its norm, so the injection
+        is as strong as the real one) that carry nothing about any prompt: the ``none`` condition, where no
+        oracle can beat chance. Drawn from a generator seeded by the row's activation id and layer, so every
+        evaluation of a run, and every run, injects the same vectors for the same row."""
+        out = []
+        for row in rows:
+            own = self.store[row["activation_id"]][int(row["source_layer"])]
+            seed = int(hashlib.sha1(f"none:{row['activation_id']}:{row['source_layer']}".encode()).hexdigest()[:15],
+                       16)
+            noise = torch.randn(own.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+            scale = own.float().norm(dim=-1, keepdim=True) / noise.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            out.append((noise * scale).to(own.dtype))
+        return out
+
+    def condition_vectors(self, rows: Sequence[dict], condition: str = "own") -> list[torch.Tensor]:
+        """The vectors a condition injects: ``own`` (the row's prompt), ``other`` (another prompt's, the control)
+        or ``none`` (random vectors of the same norms)."""
+        if condition not in CONDITIONS:
+            raise SteeringError(f"unknown activation condition {condition!r}; one of {', '.join(CONDITIONS)}")
+        return {"own": self.vectors, "other": self.control_vectors, "none": self.none_vectors}[condition](rows)
+
+    def batch_for(self, rows: Sequence[dict], input_ids: torch.Tensor, condition: str = "own") -> SteeringBatch:
+        """Vectors for ``rows`` (under ``condition``) placed at the placeholder run found in each row of
+        ``input_ids``."""
+        vectors = self.condition_vectors(rows, condition)
         positions = [find_placeholder_positions(ids.tolist(), self.placeholder_id, len(v))
                      for ids, v in zip(input_ids, vectors)]
         return SteeringBatch.from_rows(vectors, positions)

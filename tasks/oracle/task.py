@@ -13,7 +13,7 @@ import datasets
 from omegaconf import OmegaConf
 
 from ao_calib import distributed
-from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, tagged_reward
+from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, scored_confidence, tagged_reward
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.calibration.metrics import CORRECT_AT, calibration_report
 from ao_calib.errors import AOCalibError
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 class OracleTask(Task):
     config_class = OracleTaskConfig
     headline_metric = "correct"
+    prediction_columns = ("question", "kind", "source_id", "readable")
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -66,7 +67,7 @@ class OracleTask(Task):
         return JUDGE_PROMPT
 
     def eval_variants(self) -> list[str]:
-        return ["control"] if self.cfg.task.eval_control else []
+        return (["control"] if self.cfg.task.eval_control else []) + (["none"] if self.cfg.task.eval_none else [])
 
     # ------------------------------------------------------------------------------------------ data
 
@@ -103,8 +104,14 @@ class OracleTask(Task):
             train, test = load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
         else:
             gen = data.generate
-            train, test = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
-                                          list(gen.kinds), gen.seed)
+            splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
+                                     list(gen.kinds), gen.seed, n_validation_prompts=gen.n_validation_prompts,
+                                     stated_fraction=gen.stated_fraction, phrasings=gen.phrasings)
+            train, test = splits[0], splits[-1]
+            if data.eval_split == "validation":
+                test = splits[1]
+                log.info("oracle data: evaluating on the validation split (%d rows); the test split is unused",
+                         len(test))
         if data.withhold_answers:
             train, test = ([{**r, "answer": None} for r in split] for split in (train, test))
         if train and train[0]["answer"] is None:
@@ -152,8 +159,10 @@ class OracleTask(Task):
             "question": row["question"],
             "source_prompt": row["prompt"],
             "activation_id": aid,
+            "source_id": aid,  # the target prompt's id: rows of one prompt share it (splits never do)
             "source_layer": layer,
             "kind": row.get("kind", "labelled"),
+            **({"readable": row["readable"]} if "readable" in row else {}),
         }
 
     # --------------------------------------------------------------------------------- rewards / eval
@@ -184,7 +193,7 @@ class OracleTask(Task):
         correct = float(yes_no(status.answer) == yes_no(row["answer"]))
         return {
             "correct": correct,
-            "confidence": status.confidence / 100,
+            "confidence": status.confidence / 100 if status.parsed else None,  # null: no tag, counted as 0.5
             "parsed": float(status.parsed),
             "calibration_reward": tagged_reward(correct, status, self.cfg.task.calibration),
         }
@@ -201,7 +210,7 @@ class OracleTask(Task):
         infos = self.judge_answers([rows[i] for i in judged], [statuses[i].answer for i in judged])
         for i, info in zip(judged, infos):
             status = statuses[i]
-            base = {"confidence": status.confidence / 100, "parsed": float(status.parsed)}
+            base = {"confidence": status.confidence / 100 if status.parsed else None, "parsed": float(status.parsed)}
             if info is None:
                 scores[i] = {**base, "judge_failed": 1.0}
             else:
@@ -302,7 +311,7 @@ class OracleTask(Task):
             scores = [self.score(c, r) for c, r in zip(completions, oracle_rows)]
             controls = [None] * len(oracle_rows)
             if self.cfg.task.eval_control and all(r["control_activation_id"] for r in oracle_rows):
-                controls = generate(oracle_rows, control=True, desc=f"{tag}/{name}_control")
+                controls = generate(oracle_rows, condition="other", desc=f"{tag}/{name}_control")
             pooled += scores
             results[name] = _calibration_of(scores)
             if controls[0] is not None:
@@ -332,8 +341,8 @@ class OracleTask(Task):
         if not scored:
             return {"parse_rate": parse_rate, "judge_failed": failed, "accuracy": float("nan")}
         outcomes = [r["scores"]["informativeness"] if judged else r["scores"]["correct"] for r in scored]
-        metrics = self.calibration_metrics(scored, [r["scores"]["confidence"] for r in scored], outcomes, run_dir,
-                                           tag)
+        metrics = self.calibration_metrics(scored, [scored_confidence(r["scores"]["confidence"]) for r in scored],
+                                           outcomes, run_dir, tag)
         metrics["parse_rate"] = parse_rate
         metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in scored) / len(scored)
         if judged:
@@ -352,7 +361,7 @@ def _kind_means(kinds: list[str], scores: list[float | None]) -> list[float | No
 
 
 def _calibration_of(scores: list[dict]) -> dict[str, float]:
-    metrics = calibration_report([s["confidence"] for s in scores], [s["correct"] for s in scores])
+    metrics = calibration_report([scored_confidence(s["confidence"]) for s in scores], [s["correct"] for s in scores])
     return {**metrics, "parse_rate": sum(s["parsed"] for s in scores) / len(scores), "n": len(scores)}
 
 
