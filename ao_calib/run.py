@@ -93,8 +93,11 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                          StopOnSignalCallback(watch)]
             periodic = None
             if cfg.eval.enabled and cfg.eval.every_steps:
+                # a warm-up's evaluations are tagged with its name, so they never overwrite the main stage's
+                prefix = "" if stage_name == "train" else f"{stage_name}_"
                 periodic = PeriodicEvalCallback(
-                    lambda tag: evaluate_as(tag=tag, num_samples=cfg.eval.during_num_samples), cfg.eval.every_steps)
+                    lambda tag, prefix=prefix: evaluate_as(tag=prefix + tag, num_samples=cfg.eval.during_num_samples),
+                    cfg.eval.every_steps)
                 callbacks = [*callbacks, periodic]
             stage_setup = setup if stage_name == "train" else dataclasses.replace(
                 setup, data=task.warmup_data(stage, model, tokenizer, data, run_dir))

@@ -209,3 +209,30 @@ def test_a_credit_rule_is_refused_with_a_trainer_that_cannot_apply_it(trainer):
         compose_run_config(["task=oracle", "model=tiny_qwen3", f"trainer={trainer}", "task.calibration.credit=group"])
     compose_run_config(["task=oracle", "model=tiny_qwen3", f"trainer={trainer}"])  # the default rule runs everywhere
     compose_run_config(["experiment=oracle_tiny", "trainer=grpo", "task.calibration.credit=group"])
+
+
+def test_unstated_facts_vary_readability_inside_one_question_text():
+    """stated_fraction < 1: the same question text is asked of prompts that state the fact and of prompts that do
+    not (the answer then is the drawn fact, absent from the text); the three splits share no prompt; with the
+    defaults the rows are the ones the generator always made."""
+    from collections import defaultdict
+
+    from ao_calib_tasks.oracle.generate import generate_splits, true_answer
+
+    train, validation, test = generate_splits(120, 40, 2, ["mood", "topic"], 5, n_validation_prompts=40,
+                                              stated_fraction=0.5, phrasings=3)
+    prompts = [{r["prompt"] for r in split} for split in (train, validation, test)]
+    assert [len(p) for p in prompts] == [120, 40, 40]
+    assert not (prompts[0] & prompts[1] or prompts[0] & prompts[2] or prompts[1] & prompts[2])
+    readable = defaultdict(set)
+    for r in train + validation + test:
+        readable[r["question"]].add(r["readable"])
+        if r["readable"]:  # a stated fact is in the text, where a reader of the text finds the same answer
+            assert true_answer(r["prompt"], r["question"]) == r["answer"]
+    assert len(readable) >= 20 and sum(len(v) == 2 for v in readable.values()) >= 10
+    unstated = [r for r in train if not r["readable"]]
+    assert 0.3 < len(unstated) / len(train) < 0.7 and 0.3 < sum(r["answer"] == "Yes" for r in unstated) / len(
+        unstated) < 0.7
+    old_train, old_test = generate_splits(30, 10, 3, ["topic", "mood", "city"], 0)
+    assert all(r["readable"] for r in old_train + old_test) and len({r["question"] for r in old_train}) < 60
+    assert {r["question"].split()[0] for r in old_train} <= {"Is", "Does"}

@@ -106,3 +106,42 @@ def test_steering_is_aligned_in_every_grpo_pass_on_smollm2(smollm2_source, tmp_p
     # passes) and is scored twice (old-policy and reference log-probs) in chunks of 2 rows: 4 scoring passes.
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 4, 4)
     assert stats["checked_rows"] == 4 + 4 * 2 + 4 * 2  # every row of every pass was checked
+
+
+def test_the_oracle_preset_reads_its_own_activations_under_three_conditions(smollm2_source, tmp_path):
+    """experiment=oracle_smollm2 cut to two warm-up and one GRPO step (its smoke): no hidden system prompt, the
+    three conditions each with a predictions file whose rows carry the fields anyone needs to recompute a figure,
+    and the reading curve (the warm-up's evaluations under every condition)."""
+    run = tmp_path / "oracle"
+    result = subprocess.run(
+        [sys.executable, "-m", "ao_calib.run", "experiment=oracle_smollm2", "warmup.max_steps=2",
+         "warmup.batch_size=2", "trainer.max_steps=1", "trainer.batch_size=1", "trainer.num_generations=2",
+         "trainer.max_completion_length=12", "eval.num_samples=4", "eval.every_steps=1", "eval.during_num_samples=2",
+         "task.data.generate.n_train_prompts=8", "task.data.generate.n_validation_prompts=2",
+         "task.data.generate.n_test_prompts=4", f"hydra.run.dir={run}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    assert_ok(result)
+    rows = {condition: [json.loads(line) for line in (run / name).read_text().splitlines()]
+            for condition, name in (("own", "eval_predictions_final.jsonl"),
+                                    ("other", "eval_predictions_final_control.jsonl"),
+                                    ("none", "eval_predictions_final_none.jsonl"))}
+    for condition, records in rows.items():
+        assert len(records) == 4
+        for r in records:
+            assert r["condition"] == condition and {"question", "kind", "source_id", "readable"} <= r.keys()
+            assert "correct" in r["scores"] and "confidence" in r["scores"]
+            assert r["question"] in r["prompt"]
+    assert [r["question"] for r in rows["own"]] == [r["question"] for r in rows["none"]]
+    curve = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    warmup_evals = [r for r in curve if r.get("stage") == "warmup" and "val/accuracy" in r]
+    assert warmup_evals and all({"val/control/accuracy", "val/none/accuracy"} <= r.keys() for r in warmup_evals)
+    assert RunDir(run).eval_report("warmup_step1").exists()
+    final = json.loads(RunDir(run).eval_report().read_text())
+    assert {"auroc_within_question", "text_rule_auroc"} <= final["metrics"].keys()
+    assert set(final["variants"]) == {"control", "none"}
+    from transformers import AutoTokenizer
+
+    template = compose_run_config(["experiment=oracle_smollm2"]).model.chat_template
+    text = AutoTokenizer.from_pretrained(smollm2_source).apply_chat_template(
+        [{"role": "user", "content": "Hi"}], chat_template=template, tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"  # no default system prompt

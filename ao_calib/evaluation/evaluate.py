@@ -25,7 +25,7 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
     """Scores the model on the held-out split; writes the evaluation report and every prediction under ``tag``
     (``RunDir.eval_report`` / ``RunDir.predictions``). Task variants (a control) are scored beside it.
-    Returns the main metrics.
+    Returns the main metrics, with each variant's accuracy as ``<variant>/accuracy``.
 
     Every process of a multi-process run calls it: each generates its share of the rows, and the main process
     scores them all (the judge sees each row once), writes and prints; every process returns the same metrics."""
@@ -56,7 +56,10 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     if distributed.is_main():
         write_json(run_dir.eval_report(tag), report)
         log_evaluation(tag, report["metrics"])
-    return report["metrics"]
+    # Each variant's accuracy rides along (``control/accuracy``, ``none/accuracy``): evaluations during training log
+    # them beside the main accuracy (val/...), the reading curve of a steered task.
+    return {**report["metrics"], **{f"{variant}/accuracy": metrics["accuracy"]
+                                    for variant, metrics in (report.get("variants") or {}).items()}}
 
 
 def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
