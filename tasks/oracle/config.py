@@ -17,7 +17,7 @@ class OracleGeneratedDataConfig:
     n_test_prompts: int = 100
     questions_per_prompt: int = 3
     kinds: list[str] = field(default_factory=lambda: ["topic", "mood", "city"])
-    seed: int = 0
+    seed: Optional[int] = None  # null: trainer.seed, so that trainer.seed=N alone draws other prompts and splits
     # Prompts of a third disjoint split, for choosing settings (task.data.eval_split=validation scores it).
     n_validation_prompts: int = 0
     # Each prompt's topic and mood are written into its text with this probability; a question about an unstated

@@ -139,17 +139,32 @@ def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_pro
     return train, [r for r in rows if r["prompt_id"] in validation_ids], test
 
 
+def asked_fact(question: str) -> tuple[str, str] | None:
+    """(kind, value) that one of ``make_question``'s questions asks about: ("topic", "music"), ("mood", "negative")
+    (a mood word mapped to its mood), ("city", "Oslo"); None for a question of another form."""
+    mood_of = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
+    for kind, forms in (("topic", TOPIC_QUESTIONS), ("mood", MOOD_QUESTIONS), ("city", CITY_QUESTIONS)):
+        for form in forms:
+            found = re.fullmatch(re.escape(form).replace(re.escape("{x}"), r"(\w+)"), question.strip())
+            if found:
+                value = found.group(1)
+                if kind == "mood":
+                    if value not in mood_of:
+                        return None
+                    value = mood_of[value]
+                return kind, value
+    return None
+
+
 def true_answer(text: str, question: str) -> str | None:
     """The answer ("Yes"/"No") to one of ``make_question``'s questions about a prompt made by ``make_prompt``, read
     from the text alone (what a judge does); None for a question of another form. A fact the prompt does not state
     reads as No."""
-    mood_of = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
-    checks = ([(form, lambda x: any(t in text for t in TOPICS.get(x, []))) for form in TOPIC_QUESTIONS]
-              + [(form, lambda x: x in mood_of and any(m in text for m in MOODS[mood_of[x]]))
-                 for form in MOOD_QUESTIONS]
-              + [(form, lambda x: f"I live in {x}." in text) for form in CITY_QUESTIONS])
-    for form, holds in checks:
-        found = re.fullmatch(re.escape(form).replace(re.escape("{x}"), r"(\w+)"), question.strip())
-        if found:
-            return "Yes" if holds(found.group(1)) else "No"
-    return None
+    asked = asked_fact(question)
+    if asked is None:
+        return None
+    kind, value = asked
+    holds = {"topic": lambda: any(t in text for t in TOPICS.get(value, [])),
+             "mood": lambda: any(m in text for m in MOODS[value]),
+             "city": lambda: f"I live in {value}." in text}[kind]()
+    return "Yes" if holds else "No"

@@ -49,6 +49,12 @@ class OracleTask(Task):
         self._judge = None
         self.extraction = ExtractionStats()
 
+    @property
+    def data_seed(self) -> int:
+        """The generator's seed: ``task.data.generate.seed`` when set, else the run's ``trainer.seed``."""
+        seed = self.cfg.task.data.generate.seed
+        return int(self.cfg.trainer.seed if seed is None else seed)
+
     def pretrained_adapter(self) -> str | None:
         if self.cfg.task.stand_in.enabled:
             from .stand_in import ensure_stand_in_oracle
@@ -87,7 +93,7 @@ class OracleTask(Task):
         self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
                                             mode=self.cfg.model.steering_mode,
                                             coefficient=tcfg.steering_coefficient)
-        rng = random.Random(tcfg.data.generate.seed)
+        rng = random.Random(self.data_seed)
         train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
         test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
@@ -105,7 +111,7 @@ class OracleTask(Task):
         else:
             gen = data.generate
             splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
-                                     list(gen.kinds), gen.seed, n_validation_prompts=gen.n_validation_prompts,
+                                     list(gen.kinds), self.data_seed, n_validation_prompts=gen.n_validation_prompts,
                                      stated_fraction=gen.stated_fraction, phrasings=gen.phrasings)
             train, test = splits[0], splits[-1]
             if data.eval_split == "validation":
