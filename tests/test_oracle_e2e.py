@@ -17,7 +17,8 @@ def test_oracle_pipeline_run_directory(tmp_path):
     fixtures = Path(__file__).parent / "fixtures" / "ao_classification"
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
                      f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
-                     "task.classification.datasets=[geometry_of_truth,tense,sst2]", f"hydra.run.dir={out}")
+                     "task.classification.datasets=[geometry_of_truth,tense,sst2]",
+                     "task.data.generate.n_validation_prompts=10", f"hydra.run.dir={out}")
     assert_ok(result)
     # The closing block: the table of every evaluation (per-example calibration columns included), then the files.
     closing = result.stdout[result.stdout.rindex("=" * 72, 0, result.stdout.rindex("=" * 72)):]
@@ -56,8 +57,33 @@ def test_oracle_pipeline_run_directory(tmp_path):
         assert "control" in report["variants"]
         for plot in (f"reliability_{tag}.png", f"risk_coverage_{tag}.png"):
             assert (out / plot).read_bytes()[:4] == b"\x89PNG"
+    # Three conditions, each its own predictions file, rows anyone can recompute a figure from.
+    final = json.loads((out / "eval.json").read_text())
+    assert set(final["variants"]) == {"control", "none"}
+    by_condition = {c: read_jsonl(out / f"eval_predictions{suffix}.jsonl")
+                    for c, suffix in (("own", ""), ("other", "_control"), ("none", "_none"))}
+    for condition, records in by_condition.items():
+        assert len(records) == 8 and all(r["condition"] == condition for r in records)
+        assert all({"question", "kind", "source_id", "readable"} <= r.keys() for r in records)
+    assert [r["question"] for r in by_condition["own"]] == [r["question"] for r in by_condition["none"]]
+    # The Platt-scaled own-answer probability (fitted on the 10 validation prompts) is in every own row, and its
+    # figures in eval.json are the ones the rows give.
+    from ao_calib.calibration.metrics import auroc
+
+    platt = final.get("baselines", {}).get("logprob_platt")
+    if platt is not None:  # skipped (with a warning) when every validation answer is right, or every one wrong
+        own = by_condition["own"]
+        assert platt["validation_rows"] == 20 and all(0 <= r["baselines"]["logprob_platt"] <= 1 for r in own)
+        hits = [r["scores"]["correct"] for r in own]
+        value = auroc([r["baselines"]["logprob_platt"] for r in own], hits)
+        assert platt["auroc"] == value or (value != value and platt["auroc"] != platt["auroc"])
+    else:
+        assert "all right or all wrong" in result.stderr + result.stdout
+    for key in ("auroc_within_question", "text_rule_auroc", "text_rule_ece", "distinct_questions"):
+        assert key in final["metrics"], key
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "brier" in summary["eval_metrics"]
+    assert {"control/accuracy", "none/accuracy"} <= summary["eval_metrics"].keys()
     assert summary["judge"]["judge/calls"] > 0 and "alerts" in summary
 
     # Any saved oracle re-evaluates from its run directory, steering included.

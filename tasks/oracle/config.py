@@ -118,6 +118,10 @@ class OracleTaskConfig(TaskConfig):
     # Also evaluate with random vectors of the same norms in place of the activations (the ``none`` condition): no
     # oracle can beat chance there, so a calibrated one states about chance.
     eval_none: bool = True
+    # At the final evaluation (generated data with a validation split, scoring the test split): the oracle's own
+    # answer probability, Platt-scaled on the validation split, as baselines.logprob_platt in every predictions row
+    # and its AUROC/ECE in eval.json (baselines.logprob_platt): the classical confidence the stated one must beat.
+    baselines_logprob_platt: bool = True
     prompt: OraclePromptConfig = field(default_factory=OraclePromptConfig)
     stand_in: StandInOracleConfig = field(default_factory=StandInOracleConfig)
     classification: ClassificationEvalConfig = field(default_factory=ClassificationEvalConfig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import statistics
@@ -44,6 +45,8 @@ class OracleTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
+        self._validation_rows: list[dict] = []  # generated data's validation split (raw rows), for baselines
+        self._test_rows: list[dict] = []
         self._steering: ActivationSteering | None = None
         self._layers: list[int] = []
         self._judge = None
@@ -96,6 +99,7 @@ class OracleTask(Task):
         rng = random.Random(self.data_seed)
         train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
         test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
+        self._test_rows = test
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
                  len(train), len(test), layers, self.extraction.texts, self.extraction.cache_hits)
         return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test))
@@ -114,6 +118,7 @@ class OracleTask(Task):
                                      list(gen.kinds), self.data_seed, n_validation_prompts=gen.n_validation_prompts,
                                      stated_fraction=gen.stated_fraction, phrasings=gen.phrasings)
             train, test = splits[0], splits[-1]
+            self._validation_rows = splits[1] if len(splits) == 3 else []
             if data.eval_split == "validation":
                 test = splits[1]
                 log.info("oracle data: evaluating on the validation split (%d rows); the test split is unused",
@@ -304,9 +309,69 @@ class OracleTask(Task):
         return pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows])
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+        out = self._logprob_platt_baseline(model, tokenizer, generate, run_dir, tag)
         ccfg = self.cfg.task.classification
         if not ccfg.enabled:
+            return out
+        return {**out, **self._classification(model, tokenizer, generate, run_dir, tag)}
+
+    def _logprob_platt_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+        """The classical confidence the stated one must beat, on the same rows: the oracle's probability of its
+        own answer (``baselines.own_answer_probabilities``), Platt-scaled on the validation split (the oracle's own
+        answers there, scored against their labels). Written into every row of the evaluation's own-condition
+        predictions file as ``baselines.logprob_platt``, with its AUROC and ECE in the report. Runs at the final
+        evaluation of a run whose generated data has a validation split (and that does not evaluate on it)."""
+        from ao_calib.calibration.metrics import auroc, expected_calibration_error, within_group_auroc
+        from ao_calib.calibration.recalibration import PlattScaling
+
+        from .baselines import own_answer_probabilities
+
+        if (tag != RunDir.FINAL or not self._validation_rows or self.cfg.task.data.eval_split != "test"
+                or not self.cfg.task.baselines_logprob_platt):
             return {}
+        if distributed.is_distributed() and distributed.sharded():
+            log.warning("baselines.logprob_platt: skipped under a sharded model (it scores on the main process)")
+            return {}
+        # every process extracts (the disk cache makes it once) and generates its share; the main one scores
+        self._steering.store.update(self._extract({r["prompt"] for r in self._validation_rows}, tokenizer, model,
+                                                  self._layers))
+        rng = random.Random(self.data_seed + 1)
+        validation = pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng)
+                                    for r in self._validation_rows])
+        completions = generate(validation, desc=f"{tag}/validation (Platt fit)")
+
+        def fit_and_apply() -> dict:
+            template = OmegaConf.to_container(self.cfg.model.chat_template_kwargs, resolve=True)
+            correct = [self.score(c, r)["correct"] for c, r in zip(completions, validation)]
+            if len(set(correct)) < 2:
+                log.warning("baselines.logprob_platt: the validation answers are all right or all wrong; skipped")
+                return {}
+            fit = PlattScaling.fit(own_answer_probabilities(model, tokenizer, validation, completions,
+                                                            self._steering, chat_template_kwargs=template), correct)
+            path = run_dir.predictions(tag)
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            rows = self._test_rows[: len(records)]
+            probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
+                                                     self._steering, chat_template_kwargs=template)
+            platt = fit(probabilities).tolist()
+            for record, p_own, p_platt in zip(records, probabilities, platt):
+                record["baselines"] = {"logprob": p_own, "logprob_platt": p_platt}
+            path.unlink()
+            append_jsonl(path, records)
+            hits = [r["scores"]["correct"] for r in records]
+            report = {"auroc": auroc(platt, hits), "ece": expected_calibration_error(platt, hits),
+                      "auroc_within_question": within_group_auroc(platt, hits, [r["question"] for r in records]),
+                      "platt": {"a": fit.a, "b": fit.b}, "validation_rows": len(validation),
+                      "validation_accuracy": sum(correct) / len(correct)}
+            print(f"[eval:{tag}] baseline: own-answer probability, Platt-scaled on {len(validation)} validation "
+                  f"rows: AUROC {report['auroc']:.3f}, within-question AUROC {report['auroc_within_question']:.3f}, "
+                  f"ECE {report['ece']:.3f}", flush=True)
+            return {"baselines": {"logprob_platt": report}}
+
+        return distributed.on_main(fit_and_apply)
+
+    def _classification(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+        ccfg = self.cfg.task.classification
         suite, skipped = load_suite(list(ccfg.datasets), ccfg.data_dir, ccfg.n_per_dataset, ccfg.seed)
         for name, reason in skipped.items():
             log.warning("classification eval: %s skipped: %s", name, reason)
