@@ -297,6 +297,11 @@ class SFTTrainerConfig(TrainerConfig):
     save_steps: int = 200
     logging_steps: int = 50
     lr_scheduler_type: str = "linear"
+    # Whether the digits NN of a target's "[epistemic status: NN]" tag are in the loss. false: the stage teaches the
+    # tag's form and the answer, and leaves the number to the model (and to the RL stage after it): when the numbers
+    # of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is noise that drowns
+    # the answer's.
+    confidence_in_loss: bool = True
 
 
 class WarmupConfidence(str, Enum):

@@ -39,3 +39,23 @@ def test_smollm2_caps_every_trainer_and_the_key_overrides_it():
         from ao_calib.config import check_values
 
         check_values(compose_run_config(["task=function_call", "model=smollm2_135m", "model.max_micro_batch_size=0"]))
+
+
+@pytest.mark.parametrize("in_loss", [True, False])
+def test_the_warmup_can_leave_the_stated_number_out_of_the_loss(tiny_tokenizer, in_loss):
+    """warmup.confidence_in_loss=false: the tokens of NN in "[epistemic status: NN]" leave the completion mask; every
+    other completion token (the tag's form, the answer, the end of turn) stays; the prompt never counts."""
+    import datasets
+
+    from ao_calib.trainers.sft import tokenize_pairs
+
+    rows = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": "Is it about music?"}],
+                                        "completion": f"[epistemic status: {n}] Yes"} for n in (7, 60, 100)])
+    encoded = tokenize_pairs(rows, tiny_tokenizer, {"enable_thinking": False}, 512, confidence_in_loss=in_loss)
+    for row, n in zip(encoded, (7, 60, 100)):
+        learned = tiny_tokenizer.decode([i for i, m in zip(row["input_ids"], row["completion_mask"]) if m])
+        assert "Is it about music" not in learned and "Yes" in learned and "[epistemic status:" in learned
+        assert (str(n) in learned) == in_loss
+        kept = sum(row["completion_mask"])
+        full = sum(tokenize_pairs(rows, tiny_tokenizer, {"enable_thinking": False}, 512)[0]["completion_mask"])
+        assert kept <= full

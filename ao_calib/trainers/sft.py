@@ -9,6 +9,7 @@ import datasets
 from omegaconf import DictConfig, OmegaConf
 from trl import SFTConfig, SFTTrainer
 
+from ao_calib.calibration.contract import confidence_span
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
@@ -25,19 +26,26 @@ def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
     return text[text.index(marker) + len(marker):]
 
 
-def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int
-                   ) -> datasets.Dataset:
+def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int,
+                   confidence_in_loss: bool = True) -> datasets.Dataset:
     """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
-    completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on."""
+    completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on (without the
+    tokens of a leading tag's number NN when ``confidence_in_loss`` is false)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
 
     def encode(row):
         prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                **chat_template_kwargs)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
-        completion_ids = tokenizer.encode(row["completion"] + suffix, add_special_tokens=False)
+        completion = tokenizer(row["completion"] + suffix, add_special_tokens=False,
+                               return_offsets_mapping=not confidence_in_loss)
+        completion_ids = completion["input_ids"]
+        mask = [1] * len(completion_ids)
+        span = None if confidence_in_loss else confidence_span(row["completion"])
+        if span is not None:  # tokens that overlap the digits leave the loss
+            mask = [0 if start < span[1] and end > span[0] else 1 for start, end in completion["offset_mapping"]]
         ids = (prompt_ids + completion_ids)[:max_length]
-        return {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + [1] * len(completion_ids))[:max_length]}
+        return {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + mask)[:max_length]}
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
@@ -85,7 +93,8 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
     return AOSFTTrainer(
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
-        train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length),
+        train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
+                                     confidence_in_loss=stage.get("confidence_in_loss", True)),
         processing_class=setup.tokenizer,
         callbacks=callbacks,
         steering=setup.steering,
