@@ -122,9 +122,9 @@ def test_the_oracle_preset_reads_its_own_activations_under_three_conditions(smol
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
     assert_ok(result)
     rows = {condition: [json.loads(line) for line in (run / name).read_text().splitlines()]
-            for condition, name in (("own", "eval_predictions_final.jsonl"),
-                                    ("other", "eval_predictions_final_control.jsonl"),
-                                    ("none", "eval_predictions_final_none.jsonl"))}
+            for condition, name in (("own", "eval_predictions.jsonl"),
+                                    ("other", "eval_predictions_control.jsonl"),
+                                    ("none", "eval_predictions_none.jsonl"))}
     for condition, records in rows.items():
         assert len(records) == 4
         for r in records:
