@@ -9,7 +9,8 @@ anyone can recompute them from the run directory:
 - calibration after GRPO: AUROC, AUROC within one question text, ECE, confidence std; on ``none`` the mean
   confidence and ECE; the text-only rule (leave-one-out hit rate per question text); baselines on the same rows:
   the warmed-up oracle's stated confidence, a constant (the oracle's accuracy on the validation split) and the
-  oracle's own answer probability Platt-scaled on the validation split.
+  oracle's own answer probability Platt-scaled on the validation split (both computed by the run itself,
+  ``baselines.logprob_platt``).
 
     python -m bench.oracle_reading [--seeds 0 1 2] [--split test|validation] [--keep DIR] [--write BENCHMARKS.md]
         [override ...]
@@ -132,50 +133,35 @@ def probe_accuracy(task, train_rows: list[dict], test_rows: list[dict]) -> dict[
 
 
 def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
-    """The linear probe, and (scoring the test split) the constant and Platt-scaled own-answer probability fitted
-    on the validation split, on the final evaluation's rows."""
-    from omegaconf import OmegaConf, open_dict
-
+    """The linear probe on the run's activations, and (scoring the test split) the constant and the Platt-scaled
+    own-answer probability that the run itself fitted on the validation split (``baselines.logprob_platt`` in its
+    final predictions rows and eval.json), on the final evaluation's rows."""
     from ao_calib import models
     from ao_calib.calibration import metrics as cm
-    from ao_calib.calibration.recalibration import PlattScaling
     from ao_calib.config import load_run_config
-    from ao_calib.evaluation.generation import generate_completions
     from ao_calib.run_dir import RunDir
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.baselines import own_answer_probabilities
 
     run_dir = RunDir(run)
     cfg = load_run_config(run_dir.config)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source, cfg.model)
-    model = models.load_trained_model(cfg.model, source, run_dir.adapter)
+    model = models.load_base_model(cfg.model, source)  # the activations come from the base model (cached)
     task = build_task(cfg)
-    data = task.build_data(tokenizer, model)
+    data = task.build_data(models.load_tokenizer(source, cfg.model), model)
     records = rows(run, "final")["own"]
     test_rows = data.test.select(range(len(records))).to_list()
     assert [r["question"] for r in test_rows] == [r["question"] for r in records], "rows out of order"
     out = {"probe": probe_accuracy(task, data.train.to_list(), test_rows)}
-    if split != "test":
+    fitted = json.loads(run_dir.eval_report().read_text()).get("baselines", {}).get("logprob_platt")
+    if split != "test" or fitted is None:
         return out
-    with open_dict(cfg):
-        cfg.task.data.eval_split = "validation"
-    validation = build_task(cfg).build_data(tokenizer, model).test.to_list()[: len(records)]
-    template = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
-    completions = generate_completions(model, tokenizer, validation, chat_template_kwargs=template,
-                                       max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
-                                       steering=task.steering(), desc="validation split")
-    val_correct = [task.score(c, r)["correct"] for c, r in zip(completions, validation)]
-    val_p = own_answer_probabilities(model, tokenizer, validation, completions, task.steering(),
-                                     chat_template_kwargs=template)
-    test_p = own_answer_probabilities(model, tokenizer, test_rows, [r["completion"] for r in records],
-                                      task.steering(), chat_template_kwargs=template)
     correct = [r["scores"]["correct"] for r in records]
-    platt = PlattScaling.fit(val_p, val_correct)(test_p)
-    constant = [statistics.fmean(val_correct)] * len(correct)
-    for name, conf in (("constant", constant), ("platt", platt)):
+    questions = [r["question"] for r in records]
+    for name, conf in (("constant (validation accuracy)", [fitted["validation_accuracy"]] * len(correct)),
+                       ("own-answer probability, Platt on validation",
+                        [r["baselines"]["logprob_platt"] for r in records])):
         out[name] = {"auroc": cm.auroc(conf, correct), "ece": cm.expected_calibration_error(conf, correct),
-                     "auroc_q": cm.within_group_auroc(conf, correct, [r["question"] for r in records])}
+                     "auroc_q": cm.within_group_auroc(conf, correct, questions)}
     return out
 
 
