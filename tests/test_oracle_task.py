@@ -236,3 +236,32 @@ def test_unstated_facts_vary_readability_inside_one_question_text():
     old_train, old_test = generate_splits(30, 10, 3, ["topic", "mood", "city"], 0)
     assert all(r["readable"] for r in old_train + old_test) and len({r["question"] for r in old_train}) < 60
     assert {r["question"].split()[0] for r in old_train} <= {"Is", "Does"}
+
+
+def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_path):
+    """task.activations.center: the training prompts' vectors average to zero per layer; held-out vectors are the
+    raw ones less that same training mean (nothing of the test split enters it)."""
+    import torch
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    def built(center: bool):
+        cfg = compose_run_config(["experiment=oracle_tiny", f"task.activations.center={str(center).lower()}",
+                                  f"paths.cache_dir={tmp_path}"])
+        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        task = build_task(cfg)
+        data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+        return task, data
+
+    raw_task, raw_data = built(False)
+    task, data = built(True)
+    layer = data.train[0]["source_layer"]
+    train_ids = sorted(set(data.train["activation_id"]))
+    stacked = torch.cat([task.steering().store[a][layer].float() for a in train_ids])
+    assert stacked.mean(0).abs().max() < 1e-4 and stacked.norm(dim=-1).mean() > 0
+    mean = torch.cat([raw_task.steering().store[a][layer].float() for a in train_ids]).mean(0)
+    for aid in set(data.test["activation_id"]):
+        assert torch.allclose(task.steering().store[aid][layer], raw_task.steering().store[aid][layer] - mean,
+                              atol=1e-5)

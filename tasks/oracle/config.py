@@ -59,6 +59,12 @@ class OracleActivationsConfig:
     window_max: int = 10
     batch_size: int = 16
     cache: bool = True  # safetensors under paths.cache_dir/activations, shared by every run and sweep job
+    # Subtract the mean vector of the training prompts (per layer) from every vector before it is injected. A
+    # model whose residual stream is dominated by a direction shared by every token (SmolLM2 at layer 15: the mean
+    # vector's norm is 130 of a typical 170, two dimensions near 80, the same position of two prompts at cosine
+    # 0.98) gives, after norm-matching, nearly the same injected direction for every prompt; centring leaves what
+    # differs between prompts. Not in the reference (false: its behaviour).
+    center: bool = False
 
 
 @dataclass

@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import datasets
+import torch
 
 from omegaconf import OmegaConf
 
@@ -46,6 +47,7 @@ class OracleTask(Task):
     def __init__(self, cfg):
         super().__init__(cfg)
         self._validation_rows: list[dict] = []  # generated data's validation split (raw rows), for baselines
+        self._center: dict[int, torch.Tensor] = {}  # task.activations.center: the training mean per layer
         self._test_rows: list[dict] = []
         self._steering: ActivationSteering | None = None
         self._layers: list[int] = []
@@ -93,6 +95,13 @@ class OracleTask(Task):
         self._layers = layers
         self._model, self._tokenizer = model, tokenizer  # judge=local grades with the base model
         store = self._extract({r["prompt"] for r in train_rows + test_rows}, tokenizer, model, layers)
+        if tcfg.activations.center:
+            # the mean over the training prompts' vectors, per layer (the training split only), taken off every
+            # vector the oracle reads, now and in later extractions (validation, classification suites)
+            train_ids = {activation_id(r["prompt"]) for r in train_rows}
+            self._center = {layer: torch.cat([store[aid][layer].float() for aid in train_ids]).mean(0)
+                            for layer in layers}
+            store = {aid: self._centered(vectors) for aid, vectors in store.items()}
         self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
                                             mode=self.cfg.model.steering_mode,
                                             coefficient=tcfg.steering_coefficient)
@@ -156,7 +165,13 @@ class OracleTask(Task):
         ordered = sorted(prompts)
         acts = extract_activations(model, tokenizer, ordered, layers, rule, batch_size=acfg.batch_size, cache=cache,
                                    stats=self.extraction)
-        return {activation_id(p): a for p, a in zip(ordered, acts)}
+        return {activation_id(p): self._centered(a) for p, a in zip(ordered, acts)}
+
+    def _centered(self, vectors: dict) -> dict:
+        """``vectors`` less the training mean of their layer (``task.activations.center``); as they are without it."""
+        if not self._center:
+            return vectors
+        return {layer: (v.float() - self._center[layer]).to(v.dtype) for layer, v in vectors.items()}
 
     def _oracle_row(self, row: dict, store: dict, layers: list[int], rng: random.Random) -> dict:
         aid = activation_id(row["prompt"])
