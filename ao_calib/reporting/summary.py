@@ -88,7 +88,8 @@ class RunSummary:
 TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("none", "none", ".3f"),
                  ("auroc", "AUROC", ".3f"), ("auroc_within_question", "AUROC/q", ".3f"),
                  ("text_rule_auroc", "text rule", ".3f"), ("ece", "ECE", ".3f"),
-                 ("none_mean_confidence", "none conf", ".3f"), ("none_ece", "none ECE", ".3f"), ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
+                 ("none_mean_confidence", "none conf", ".3f"), ("none_ece", "none ECE", ".3f"),
+                 ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
                  ("resolution", "res", ".3f"), ("confidence_std", "conf std", ".3f"),
                  ("selective_accuracy@50", "sel@50%", ".3f"), ("selective_accuracy@80", "sel@80%", ".3f"),
                  ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"))
