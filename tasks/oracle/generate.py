@@ -139,20 +139,26 @@ def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_pro
     return train, [r for r in rows if r["prompt_id"] in validation_ids], test
 
 
+_MOOD_OF = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
+# Each wording of each kind as a pattern whose one group is the asked value, compiled once.
+_QUESTION_PATTERNS = [(kind, re.compile(re.escape(form).replace(re.escape("{x}"), r"(\w+)")))
+                      for kind, forms in (("topic", TOPIC_QUESTIONS), ("mood", MOOD_QUESTIONS),
+                                          ("city", CITY_QUESTIONS))
+                      for form in forms]
+
+
 def asked_fact(question: str) -> tuple[str, str] | None:
     """(kind, value) that one of ``make_question``'s questions asks about: ("topic", "music"), ("mood", "negative")
     (a mood word mapped to its mood), ("city", "Oslo"); None for a question of another form."""
-    mood_of = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
-    for kind, forms in (("topic", TOPIC_QUESTIONS), ("mood", MOOD_QUESTIONS), ("city", CITY_QUESTIONS)):
-        for form in forms:
-            found = re.fullmatch(re.escape(form).replace(re.escape("{x}"), r"(\w+)"), question.strip())
-            if found:
-                value = found.group(1)
-                if kind == "mood":
-                    if value not in mood_of:
-                        return None
-                    value = mood_of[value]
-                return kind, value
+    for kind, pattern in _QUESTION_PATTERNS:
+        found = pattern.fullmatch(question.strip())
+        if found:
+            value = found.group(1)
+            if kind == "mood":
+                if value not in _MOOD_OF:
+                    return None
+                value = _MOOD_OF[value]
+            return kind, value
     return None
 
 
