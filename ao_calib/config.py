@@ -302,6 +302,11 @@ class SFTTrainerConfig(TrainerConfig):
     # of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is noise that drowns
     # the answer's.
     confidence_in_loss: bool = True
+    # The fraction of rows whose whole tag "[epistemic status: NN] " is in the loss (chosen per row, seeded by
+    # trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few rows; left
+    # in every row they are ten of the eleven loss tokens of a yes/no answer, and their early large gradients fill
+    # Adam's second moment, so the one token that carries the reading learns at a fraction of the learning rate.
+    tag_loss_fraction: float = 1.0
 
 
 class WarmupConfidence(str, Enum):
@@ -529,7 +534,7 @@ STAGE_RANGES = {
     "max_prompt_length": at_least(1, nullable=True), "fast_generation_cache_shapes": at_least(1, True),
     "lora.rank": at_least(1, True), "lora.alpha": above(0, True), "lora.dropout": within(0, 1, high_open=True,
                                                                                           nullable=True),
-    "lora.layers": at_least(1, True),
+    "lora.layers": at_least(1, True), "tag_loss_fraction": within(0, 1),
 }
 VALUE_RANGES = {
     **{f"{stage}.{key}": rule for stage in ("trainer", "warmup") for key, rule in STAGE_RANGES.items()},

@@ -59,3 +59,28 @@ def test_the_warmup_can_leave_the_stated_number_out_of_the_loss(tiny_tokenizer, 
         kept = sum(row["completion_mask"])
         full = sum(tokenize_pairs(rows, tiny_tokenizer, {"enable_thinking": False}, 512)[0]["completion_mask"])
         assert kept <= full
+
+
+def test_the_warmup_can_leave_the_tag_out_of_the_loss_in_most_rows(tiny_tokenizer):
+    """warmup.tag_loss_fraction: the whole tag leaves the loss in all but about that fraction of rows, the same rows
+    for the same seed; the answer and the end of turn always stay."""
+    import datasets
+
+    from ao_calib.trainers.sft import tokenize_pairs
+
+    rows = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": f"Is it about topic {i}?"}],
+                                        "completion": f"[epistemic status: {i % 101}] Yes"} for i in range(400)])
+
+    def learned(fraction, seed=0):
+        encoded = tokenize_pairs(rows, tiny_tokenizer, {"enable_thinking": False}, 512, tag_loss_fraction=fraction,
+                                 seed=seed)
+        return [tiny_tokenizer.decode([i for i, m in zip(r["input_ids"], r["completion_mask"]) if m])
+                for r in encoded]
+
+    with_tag = ["epistemic" in text for text in learned(0.1)]
+    assert all("Yes" in text for text in learned(0.1))
+    assert 20 <= sum(with_tag) <= 60  # ~40 of 400
+    assert with_tag == ["epistemic" in text for text in learned(0.1)]
+    assert with_tag != ["epistemic" in text for text in learned(0.1, seed=1)]
+    assert not any("epistemic" in text or "status" in text for text in learned(0.0))
+    assert all("epistemic" in text for text in learned(1.0))

@@ -40,6 +40,15 @@ def confidence_span(text: str) -> tuple[int, int] | None:
     return match.span(1)
 
 
+def tag_span(text: str) -> tuple[int, int] | None:
+    """The character span of ``text``'s whole valid tag, ``[epistemic status: NN]`` without the spaces after it (a
+    tokenizer joins them to the answer's first word); None when ``parse_epistemic_status`` would not parse one."""
+    match = _TAG.match(text)
+    if match is None or int(match.group(1)) > 100:
+        return None
+    return match.start(0), match.start(0) + len(match.group(0).rstrip())
+
+
 def scored_confidence(stated: float | None) -> float:
     """The confidence a figure counts for a predictions row's ``scores.confidence``: the stated value in [0, 1],
     or ``DEFAULT_CONFIDENCE`` when the answer stated none (null in the row)."""

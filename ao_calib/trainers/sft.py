@@ -4,12 +4,13 @@ activation steering, the injection is part of every training forward pass."""
 from __future__ import annotations
 
 import logging
+import random
 
 import datasets
 from omegaconf import DictConfig, OmegaConf
 from trl import SFTConfig, SFTTrainer
 
-from ao_calib.calibration.contract import confidence_span
+from ao_calib.calibration.contract import confidence_span, tag_span
 from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
@@ -27,29 +28,36 @@ def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
 
 
 def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int,
-                   confidence_in_loss: bool = True) -> datasets.Dataset:
+                   confidence_in_loss: bool = True, tag_loss_fraction: float = 1.0, seed: int = 0
+                   ) -> datasets.Dataset:
     """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
-    completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on (without the
-    tokens of a leading tag's number NN when ``confidence_in_loss`` is false)."""
+    completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on: without the
+    tokens of a leading tag's number NN when ``confidence_in_loss`` is false, and without the whole tag in all but
+    a ``tag_loss_fraction`` of the rows (chosen per row from ``seed``: the same rows on every run of that seed)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
 
-    def encode(row):
+    def encode(row, index):
         prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                **chat_template_kwargs)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        with_tag = tag_loss_fraction >= 1 or random.Random(f"{seed}:{index}").random() < tag_loss_fraction
         completion = tokenizer(row["completion"] + suffix, add_special_tokens=False,
-                               return_offsets_mapping=not confidence_in_loss)
+                               return_offsets_mapping=not (confidence_in_loss and with_tag))
         completion_ids = completion["input_ids"]
         mask = [1] * len(completion_ids)
-        span = None if confidence_in_loss else confidence_span(row["completion"])
-        if span is not None:  # tokens that overlap the digits leave the loss
+        span = None
+        if not with_tag:
+            span = tag_span(row["completion"])
+        elif not confidence_in_loss:
+            span = confidence_span(row["completion"])
+        if span is not None:  # tokens that overlap the span leave the loss
             mask = [0 if start < span[1] and end > span[0] else 1 for start, end in completion["offset_mapping"]]
         ids = (prompt_ids + completion_ids)[:max_length]
         return {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + mask)[:max_length]}
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
-    encoded = dataset.map(encode, desc="tokenizing SFT pairs")
+    encoded = dataset.map(encode, with_indices=True, desc="tokenizing SFT pairs")
     # A prompt that fills max_length leaves nothing to learn from; TRL would silently drop such rows.
     lost = sum(1 for mask in encoded["completion_mask"] if not any(mask))
     if lost == len(encoded):
@@ -94,7 +102,9 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
         train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
-                                     confidence_in_loss=stage.get("confidence_in_loss", True)),
+                                     confidence_in_loss=stage.get("confidence_in_loss", True),
+                                     tag_loss_fraction=stage.get("tag_loss_fraction", 1.0),
+                                     seed=setup.cfg.trainer.seed),
         processing_class=setup.tokenizer,
         callbacks=callbacks,
         steering=setup.steering,
