@@ -1,7 +1,7 @@
 """Residual-stream activations of target prompts: extraction from the base model and an on-disk cache.
 
 An activation at layer k is the output of decoder block k. Extraction runs the base model with any adapter
-disabled and stops the forward pass right after the deepest layer it needs.
+disabled and, on a whole model, stops the forward pass right after the deepest layer it needs.
 """
 
 from __future__ import annotations
@@ -129,28 +129,30 @@ def extract_activations(model, tokenizer, prompts: Sequence[str], layers: Sequen
     if cache:
         for i, key in enumerate(keys):
             results[i] = cache.get(key)
-    # Over several processes, the main's list of misses is split between them: each prompt is run and cached by
-    # one process, and every process receives all of them.
-    todo = distributed.broadcast([i for i, r in enumerate(results) if r is None])
+    # Every process runs the same list: the prompts any of them missed (a file one process could not read is run
+    # for all). Each prompt is run by one process (evenly padded shares when the model is sharded, whose forward
+    # pass is a collective) and every process receives all of them.
+    misses = [i for i, r in enumerate(results) if r is None]
+    todo = sorted(set().union(*distributed.all_gather(misses)))
     stats.texts += len(texts)
     stats.cache_hits += len(texts) - len(todo)
-    def run(indices: list[int]):
-        """(index, activations) of the texts at ``indices``, in forward passes of ``batch_size``."""
+
+    def run(indices: list[int]) -> list[dict[int, torch.Tensor]]:
+        """The activations of the texts at ``indices``, in forward passes of ``batch_size``."""
+        out = []
         for start in range(0, len(indices), batch_size):
             chunk = indices[start : start + batch_size]
             stats.forward_passes += 1
-            yield from zip(chunk, _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule))
+            out += _forward_layers(model, tokenizer, [texts[i] for i in chunk], layers, rule)
+        return out
 
-    computed: list[dict[int, torch.Tensor]] = []
-    for i, acts in run(distributed.split(todo)):
-        computed.append(acts)
-        if cache:
+    computed = distributed.map_split(run, todo)
+    for i, acts in zip(todo, computed):
+        results[i] = acts
+    if cache and distributed.is_main():
+        # Written once, by the main process, from the gathered values every process now holds alike.
+        for i, acts in zip(todo, computed):
             cache.put(keys[i], acts)
-    for i, acts in zip(todo, distributed.gather_split(computed, len(todo))):
-        results[i] = acts
-    # A cached file the main process could read and this one could not (a disk error): run here.
-    for i, acts in run([i for i, r in enumerate(results) if r is None]):
-        results[i] = acts
     return results  # type: ignore[return-value]
 
 
@@ -162,11 +164,14 @@ def _forward_layers(model, tokenizer, texts: list[str], layers: Sequence[int], r
     decoder_layers = get_decoder_layers(model)
     captured: dict[int, torch.Tensor] = {}
     deepest = max(layers)
+    # A sharded model's pass runs to its end: FSDP2 closes each pass in the root module's post-forward hook, which
+    # an exception would skip (leaving the root mid-pass for whatever runs next).
+    stop_early = not distributed.sharded()
 
     def capture(index):
         def hook(_module, _args, output):
             captured[index] = (output[0] if isinstance(output, tuple) else output).detach()
-            if index == deepest:
+            if index == deepest and stop_early:
                 raise _Stop
         return hook
 
