@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
-from ao_calib import distributed
+from ao_calib import distributed, sharding
 from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, unknown_keys,
                              validate_plugins)
 from ao_calib.errors import AOCalibError
@@ -47,6 +47,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     from ao_calib.task_api import build_task
     from ao_calib.trainers import TrainerSetup, build_trainer
     from ao_calib.trainers.callbacks import PeriodicEvalCallback, StopOnSignalCallback
+    from ao_calib.trainers.common import uses_bf16
 
     start = start or StartPoint()
     summary = run_summary.RunSummary(run_dir, resumed_from=start.checkpoint)
@@ -67,6 +68,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
         tokenizer = models.load_tokenizer(source, cfg.model)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
+        # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
+        model = sharding.prepare(model, uses_bf16(cfg))
         summary.model = models.describe(model, cfg.model, source)
         data, prompts_over = guard_prompts(
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
@@ -233,6 +236,7 @@ def main(cfg: DictConfig) -> float | None:
         from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
 
         check_process_split(cfg)
+        sharding.check_stages(cfg)
         # The main process decides (another one would find the main's first files and call the directory used).
         start = distributed.on_main(lambda: _decide_start(cfg, run_dir))
         if start.finished is not None:

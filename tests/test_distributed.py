@@ -311,3 +311,104 @@ def test_fsdp2_shards_the_tiny_model_and_a_steered_step_matches_one_process(tmp_
         whole_loss, sharded_loss = result["losses"]
         assert abs(whole_loss - sharded_loss) < 1e-5 and result["grads"] > 0 and result["same_grads"]
         assert result["local"] * 2 == result["full"]  # every parameter split in two
+
+
+SHARDED_PROMPTS = ["How do I bake bread?", "Write a poem about the sea.", "What is two plus two?",
+                   "Name a large city in France, please.", "Why is the sky blue?"]  # 3 + 2 over two ranks
+
+
+def _extraction_and_generation(model, tokenizer, cache_root: Path | None = None, stats=None):
+    """The project's extraction and evaluation generation on ``model``: two batches on one rank and one on the
+    other when split over two processes, unless the shares are padded."""
+    from ao_calib.steering.activations import ActivationCache, PositionRule, extract_activations
+    from ao_calib.evaluation.generation import generate_completions
+
+    rows = [{"prompt": [{"role": "user", "content": p}]} for p in SHARDED_PROMPTS]
+    # Generation first: on a sharded model that no forward pass has gathered yet
+    completions = distributed.map_split(lambda share: generate_completions(
+        model, tokenizer, share, chat_template_kwargs={"enable_thinking": False}, max_new_tokens=8, batch_size=2),
+        rows)
+    cache = ActivationCache(cache_root, "tiny") if cache_root is not None else None
+    acts = extract_activations(model, tokenizer, SHARDED_PROMPTS, [0, 1], PositionRule("last_k", k=3), batch_size=2,
+                               cache=cache, stats=stats)
+    return [{str(k): v.tolist() for k, v in a.items()} for a in acts], completions
+
+
+def _tiny_lora_model():
+    import torch
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+
+    cfg = compose_run_config(["experiment=function_call_tiny"])
+    torch.manual_seed(0)  # the same LoRA initialisation in every process
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    return models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer), \
+        models.load_tokenizer(source, cfg.model)
+
+
+def _sharded_extraction_and_evaluation(rank: int, port: int, out: str) -> None:
+    """The tiny model sharded by FSDP2 over two processes: extraction and evaluation generation through the sharded
+    model, with a cache; then again with every file found (no pass), then with rank 1 finding none of them."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), ACCELERATE_USE_FSDP="true")
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from ao_calib import sharding
+    from ao_calib.steering.activations import ExtractionStats
+    from ao_calib.steering.layout import get_decoder_layers
+
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    model, tokenizer = _tiny_lora_model()
+    for layer in get_decoder_layers(model):
+        fully_shard(layer)
+    model = sharding.for_generation(fully_shard(model))
+    local = sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in model.parameters())
+    cache, empty = Path(out, "cache"), Path(out, "empty")
+    first, hits, misses = ExtractionStats(), ExtractionStats(), ExtractionStats()
+    acts, completions = _extraction_and_generation(model, tokenizer, cache, first)
+    dist.barrier()  # the main process writes the files after the gather: counted once it is done
+    files_after_first = len(list(cache.rglob("*.safetensors")))
+    again, _ = _extraction_and_generation(model, tokenizer, cache, hits)
+    # Rank 1 cannot read the cache (an empty folder): every rank runs what any rank missed, and only the main
+    # process writes, into its own folder.
+    once_more, _ = _extraction_and_generation(model, tokenizer, empty if rank == 1 else cache, misses)
+    Path(out, f"{rank}.json").write_text(json.dumps({
+        "acts": acts, "again": again, "once_more": once_more, "completions": completions,
+        "local": local, "full": sum(p.numel() for p in model.parameters()), "files": files_after_first,
+        "stats": [vars(first), vars(hits), vars(misses)], "empty": len(list(empty.rglob("*"))) if empty.exists() else 0}))
+    dist.destroy_process_group()
+
+
+def test_extraction_and_evaluation_through_an_fsdp2_sharded_model_match_one_process(tmp_path):
+    """FSDP2 applied by ``fully_shard`` (accelerate shards on GPUs only): the project's extraction gives one
+    process's activations to 1e-6 and the uneven evaluation finishes (a bounded wait fails a hang) with one
+    process's greedy completions; the cache is written once, by the main process, and a rank that misses a file the
+    other one reads does not leave the other waiting."""
+    model, tokenizer = _tiny_lora_model()  # built once, here, before both processes load it
+    want_acts, want_completions = _extraction_and_generation(model, tokenizer)
+    spawn_two(_sharded_extraction_and_evaluation, tmp_path, timeout=180)
+    results = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
+    for r in results:
+        assert r["local"] * 2 == r["full"]  # each process holds half of every parameter
+        for got in (r["acts"], r["again"], r["once_more"]):
+            assert len(got) == len(want_acts)
+            for a, b in zip(got, want_acts):
+                assert a.keys() == b.keys()
+                for layer in a:
+                    torch_close(a[layer], b[layer], 1e-6)
+        assert r["completions"] == want_completions
+        assert r["files"] == len(SHARDED_PROMPTS)
+        first, hits, misses = r["stats"]
+        assert first["forward_passes"] == 2 and first["cache_hits"] == 0  # 3 and 2 prompts, both in two passes
+        assert hits["forward_passes"] == 0 and hits["cache_hits"] == len(SHARDED_PROMPTS)
+        assert misses["forward_passes"] == 2 and misses["cache_hits"] == 0
+    assert results[1]["empty"] == 0  # rank 1 wrote nothing
+
+
+def torch_close(got, want, tolerance: float) -> None:
+    import torch
+
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=0, atol=tolerance)

@@ -43,6 +43,11 @@ class TrainerSetup:
         return [self.reward_fns[name] for name in self.schedule.names]
 
 
+def uses_bf16(cfg: DictConfig) -> bool:
+    """Every stage's ``TrainingArguments.bf16``: bfloat16 mixed precision on GPUs when the model is bfloat16."""
+    return torch.cuda.is_available() and cfg.model.dtype == "bfloat16"
+
+
 def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> dict:
     """TrainingArguments fields every trainer takes from a stage config (``cfg.trainer`` or ``cfg.warmup``)."""
     on_gpu = torch.cuda.is_available()
@@ -60,7 +65,7 @@ def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> 
         save_total_limit=stage.save_total_limit,
         seed=stage.seed,
         gradient_checkpointing=cfg.model.gradient_checkpointing,
-        bf16=on_gpu and cfg.model.dtype == "bfloat16",
+        bf16=uses_bf16(cfg),
         use_cpu=not on_gpu,
         report_to=["wandb"] if setup.report_to_wandb else "none",
         dataloader_num_workers=0,
