@@ -215,6 +215,10 @@ def test_steered_grpo_samples_what_trl_samples_and_trains_unchanged(tmp_path):
     # 8 completions in micro-batches of 4: 2 loss passes; the reference log-probs in 2 chunks of 4 rows.
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 2, 2)
     assert stats["checked_rows"] == 4 + 2 * 4 + 2 * 4
+    # The decode step's compiles and the caches held are in the step's metrics row (on CPU: uncompiled, no static
+    # cache, so both 0).
+    logged = trainer.metrics_file.last
+    assert logged["fast_generation/compiles"] == 0.0 and logged["fast_generation/cached_shapes"] == 0.0
 
 
 @pytest.mark.parametrize("trainer_name", ["rloo", "ppo"])
