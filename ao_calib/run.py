@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
-from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, unknown_keys,
-                             validate_plugins)
+from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, register_schemas,
+                             unknown_keys, validate_plugins)
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -272,5 +272,16 @@ def main(cfg: DictConfig) -> float | None:
     return summary["eval_metrics"].get("accuracy", summary["final_metrics"].get("reward"))
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m ao_calib.run``: the schemas the config files build on are registered (the installed plug-ins'
+    included; a broken plug-in stops here with its own error), then Hydra composes and ``main`` runs."""
+    try:
+        register_schemas()
+    except AOCalibError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -54,12 +54,9 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
     """The random model's shape and the config overrides that describe it."""
     if args.shrink:
         overrides = [f"model={TINY[model]}"]
-        from hydra import compose, initialize_config_dir
+        from ao_calib.config import compose_run_config
 
-        from bench.grpo_setup import ROOT
-
-        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            tiny = compose("config", overrides=overrides).model.tiny
+        tiny = compose_run_config(overrides).model.tiny
         shape = TinyModelConfig(**tiny)
     else:
         # ~recipe: the design-note recipe for task=oracle with these models reads WildChat from the hub; the

@@ -14,6 +14,15 @@ CONF_DIR = PROJECT_ROOT / "conf"
 
 
 @pytest.fixture(scope="session", autouse=True)
+def config_schemas():
+    """The schemas the config files build on, registered once per test process, as ``python -m ao_calib.run``
+    does before Hydra composes."""
+    from ao_calib.config import register_schemas
+
+    register_schemas()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory):
     """Every test, and every subprocess it starts, uses one session cache and never reaches a hub. Under
     pytest-xdist the workers share it (the folder above each worker's own), so the tiny models and the converted

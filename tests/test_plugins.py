@@ -146,3 +146,52 @@ def test_a_judge_from_another_package_scores_the_oracle(package, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["judge"]["judge/calls"] > 0
+
+
+def installed_plugin(root: Path, register_body: str) -> Path:
+    """A plug-in package on ``root`` that registers its config schemas through the ``ao_calib.config_schemas``
+    entry point, as an installed distribution (a ``.dist-info`` folder importlib.metadata finds on the path)."""
+    root.mkdir(parents=True)
+    (root / "schemas_plugin.py").write_text(f"def register():\n    {register_body}\n")
+    info = root / "schemas_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: schemas-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ao_calib.config_schemas]\nschemas_plugin = schemas_plugin:register\n")
+    return root
+
+
+def test_a_broken_plugin_stops_the_run_with_its_own_error(tmp_path):
+    """No import-time loop that downgrades a failure to a warning: the run stops at once, exit 2, with the
+    plug-in's own error and its name, before Hydra composes anything."""
+    root = installed_plugin(tmp_path / "site", "raise RuntimeError('the plug-in cannot find its schema file')")
+    result = run_cli("ao_calib.run", "experiment=function_call_tiny", f"hydra.run.dir={tmp_path / 'never'}",
+                     env={"PYTHONPATH": str(root)}, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: plug-in schemas_plugin = schemas_plugin:register (package schemas-plugin")
+    assert "RuntimeError: the plug-in cannot find its schema file" in last
+    assert "Traceback" not in result.stderr and not (tmp_path / "never").exists()
+
+
+def test_plugin_schemas_are_registered_when_asked_not_at_import(tmp_path, monkeypatch):
+    """Importing ao_calib registers nothing; ``register_plugin_schemas`` runs each plug-in's registration once
+    asked, and a failing one raises ``PluginError`` naming it."""
+    import importlib.metadata
+    import sys
+
+    from ao_calib.plugins import PluginError, register_plugin_schemas
+
+    root = installed_plugin(tmp_path / "ok", "import builtins; builtins._schemas_plugin_calls = "
+                                             "getattr(builtins, '_schemas_plugin_calls', 0) + 1")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    import builtins
+
+    assert "schemas_plugin" in register_plugin_schemas() and builtins._schemas_plugin_calls == 1
+    del builtins._schemas_plugin_calls
+    sys.modules.pop("schemas_plugin", None)
+    (root / "schemas_plugin.py").write_text("def register():\n    raise KeyError('schema')\n")
+    with pytest.raises(PluginError, match=r"schemas_plugin.*KeyError: 'schema'"):
+        register_plugin_schemas()
+    sys.modules.pop("schemas_plugin", None)
+    assert importlib.metadata.version("schemas-plugin") == "1.0"

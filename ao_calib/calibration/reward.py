@@ -8,43 +8,38 @@ import inspect
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, murphy_decomposition
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
-from ao_calib.config import TaskConfig
+from ao_calib.plugins import TaskConfig
 from ao_calib.rewards import completion_text
-
-
-@dataclass
-class CalibrationConfig:
-    """``task.calibration``: the rule every confidence-stating task scores with."""
-
-    lam: float = 0.5  # λ in informativeness − λ·(confidence/100 − informativeness)²
-    # A completion without a valid tag scores the formula at confidence 50 (the oracle design notes' rule), so the
-    # judge's informativeness still counts, minus this penalty: a push towards the format for users who want one.
-    untagged_penalty: float = 0.0
-    # Which advantage the tokens of the number NN get in group-relative training (GRPO). The number is written
-    # before the answer, so under plain GRPO most of its credit is the answer's right/wrong noise:
-    #   sequence:    every token shares its completion's advantage (GRPO as published; the design notes' recipe);
-    #   calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their
-    #                own completion; every other token keeps the whole reward's advantage;
-    #   group:       the same, against the mean informativeness of the other completions of the group (the
-    #                oracle's hit rate on that question and those activations) instead of its own answer's:
-    #                the same best confidence, without the coin flip of one answer (ao_calib.trainers.credit).
-    credit: str = "sequence"
-
-    def __post_init__(self):
-        if self.lam < 0:
-            raise ValueError(f"calibration.lam={self.lam}: λ weighs a squared error and must be >= 0")
-        if self.untagged_penalty < 0:
-            raise ValueError(f"calibration.untagged_penalty={self.untagged_penalty} must be >= 0 (it is subtracted)")
-        if self.credit not in CREDIT_RULES:
-            raise ValueError(f"calibration.credit={self.credit!r}: choose one of {', '.join(CREDIT_RULES)}")
+from ao_calib.settings import Checked, at_least, one_of, setting
 
 
 CREDIT_RULES = ("sequence", "calibration", "group")
+
+
+@dataclass
+class CalibrationConfig(Checked):
+    """``task.calibration``: the rule every confidence-stating task scores with."""
+
+    lam: float = setting(0.5, "λ in informativeness − λ·(confidence/100 − informativeness)²: how much a "
+                         "miscalibrated confidence costs.", allowed=at_least(0))
+    untagged_penalty: float = setting(
+        0.0, "A completion without a valid tag scores the formula at confidence 50 (the oracle design notes' rule), "
+        "so the judge's informativeness still counts, minus this penalty: a push towards the format.",
+        allowed=at_least(0))
+    credit: str = setting(
+        "sequence", "Which advantage the tokens of the number NN get in group-relative training (GRPO; the number is "
+        "written before the answer, so under plain GRPO most of its credit is the answer's right/wrong noise). "
+        "sequence: every token shares its completion's advantage (GRPO as published; the design notes' recipe). "
+        "calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their own "
+        "completion; every other token keeps the whole reward's advantage. group: the same, against the mean "
+        "informativeness of the other completions of the group (the oracle's hit rate on that question and those "
+        "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer "
+        "(ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
 
 
 @dataclass
@@ -52,8 +47,9 @@ class StatedConfidenceTaskConfig(TaskConfig):
     """Base schema of a task whose reward mix may train a stated confidence it was never taught (function calling,
     tool JSON): the rule, and the instruction appended to each prompt asking for the tag when it does."""
 
-    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
-    confidence_instruction: str = CONFIDENCE_INSTRUCTION
+    calibration: CalibrationConfig = setting(factory=CalibrationConfig, help="The calibration reward's rule.")
+    confidence_instruction: str = setting(CONFIDENCE_INSTRUCTION, "Appended to each prompt, asking for the tag, "
+                                          "when the reward mix trains a stated confidence.")
 
 
 def calibration_reward(informativeness: float, confidence: float, lam: float) -> float:

@@ -1,33 +1,37 @@
-"""``task=tool_json`` settings (``cfg.task``); every default is stated here."""
+"""``task=tool_json`` settings (``cfg.task``); every default, its help and its allowed values are stated here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ao_calib.calibration import StatedConfidenceTaskConfig
+from ao_calib.settings import Checked, at_least, setting, within
 
 
 @dataclass
-class ToolJsonGeneratedDataConfig:
+class ToolJsonGeneratedDataConfig(Checked):
     """The offline generator used when no data files are given (ao_calib_tasks.tool_json.generate)."""
 
-    n: int = 2000  # rows in all, before the held-out split
-    seed: int = 0
-    test_fraction: float = 0.1
+    n: int = setting(2000, "Rows in all, before the held-out split.", allowed=at_least(2))
+    seed: int = setting(0, "The generator's seed.")
+    test_fraction: float = setting(0.1, "Share of the rows held out.", allowed=within(0, 1, low_open=True,
+                                                                                      high_open=True))
 
 
 @dataclass
-class ToolJsonDataConfig:
-    # The tool-calling design notes' schema, as a JSON array or JSONL (ao_calib_tasks.tool_json.data);
-    # null -> generated data
-    train_path: Optional[str] = None
-    test_path: Optional[str] = None
-    generate: ToolJsonGeneratedDataConfig = field(default_factory=ToolJsonGeneratedDataConfig)
+class ToolJsonDataConfig(Checked):
+    """Where the rows come from."""
+
+    train_path: Optional[str] = setting(None, "Training rows in the tool-calling design notes' schema, as a JSON "
+                                        "array or JSONL (ao_calib_tasks.tool_json.data); null: generated data.")
+    test_path: Optional[str] = setting(None, "Held-out rows in the same schema; null: generated data.")
+    generate: ToolJsonGeneratedDataConfig = setting(factory=ToolJsonGeneratedDataConfig,
+                                                    help="The offline generator.")
 
 
 @dataclass
 class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
-    data: ToolJsonDataConfig = field(default_factory=ToolJsonDataConfig)
+    data: ToolJsonDataConfig = setting(factory=ToolJsonDataConfig, help="Where the rows come from.")
