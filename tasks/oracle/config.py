@@ -119,6 +119,11 @@ class OracleTaskConfig(TaskConfig):
     # SFT targets carry a confidence drawn from these, independent of correctness: the warm-up teaches the
     # format, and calibration is left to GRPO.
     sft_confidences: list[int] = field(default_factory=lambda: [50, 60, 70, 80, 90, 100])
+    # warmup=sft trains only on rows whose answer the prompt's text holds (``readable`` in generated rows; rows
+    # without the field count as readable). A row about an unstated fact has a coin-flip label: in the warm-up it
+    # teaches the oracle to guess, and it slows the reading it is there to teach. GRPO still sees every row: the
+    # stated confidence is learned where reading fails too.
+    sft_readable_only: bool = False
     # Also evaluate with activations of other prompts: the control showing the oracle reads its input.
     eval_control: bool = True
     # Also evaluate with random vectors of the same norms in place of the activations (the ``none`` condition): no

@@ -262,14 +262,20 @@ class OracleTask(Task):
     # --------------------------------------------------------------------------------------- warm-up
 
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
-        """``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
+        """``warmup=sft``: the training rows, or only the readable ones (``task.sft_readable_only``).
+        ``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
         each answer keeps its words and gets a tag: 100 × the judge's mean informativeness of the own answers of
         its kind (``confidence=kind_mean``, a calibrated start, moved by up to ``confidence_jitter`` so that groups
         differ), of that answer alone (``judge``), or a draw from
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
-            return data
+            if not self.cfg.task.sft_readable_only:
+                return data
+            train = data.train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
+            log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
+                     len(train), len(data.train))
+            return TaskData(train=train, test=data.test)
         from ao_calib.evaluation.generation import generate_completions
 
         rows = data.train.to_list()[: stage.num_questions or None]
