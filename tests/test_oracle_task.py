@@ -265,3 +265,23 @@ def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_
     for aid in set(data.test["activation_id"]):
         assert torch.allclose(task.steering().store[aid][layer], raw_task.steering().store[aid][layer] - mean,
                               atol=1e-5)
+
+
+@pytest.mark.parametrize("readable_only", [False, True])
+def test_the_sft_warmup_can_train_on_readable_rows_alone(tmp_path, readable_only):
+    """task.sft_readable_only: warmup=sft trains only on rows whose fact the prompt states (rows without the field
+    count as readable); without it, on every row; the main stage and the held-out split always keep every row."""
+    import datasets
+    from omegaconf import OmegaConf
+
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import TaskData, build_task
+
+    cfg = compose_run_config(["experiment=oracle_tiny", f"task.sft_readable_only={str(readable_only).lower()}",
+                              f"paths.cache_dir={tmp_path}"])
+    task = build_task(cfg)
+    rows = [{"question": f"q{i}", "readable": flag} for i, flag in enumerate([True, False, None, True, False])]
+    data = TaskData(train=datasets.Dataset.from_list(rows), test=datasets.Dataset.from_list(rows))
+    sft = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None)
+    assert sft.train["question"] == (["q0", "q2", "q3"] if readable_only else [r["question"] for r in rows])
+    assert len(sft.test) == len(rows)
