@@ -549,6 +549,16 @@ def check_values(cfg) -> None:
             check_group(cfg, group)
 
 
+EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS = 128  # the tool-JSON design notes' completion length
+
+
+def eval_max_new_tokens(cfg) -> int:
+    """Most new tokens of an evaluation's answers: ``eval.max_new_tokens``, else the trainer's
+    ``max_completion_length``, else (a trainer that samples nothing: SFT) 128."""
+    return (cfg.eval.get("max_new_tokens") or cfg.trainer.get("max_completion_length")
+            or EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS)
+
+
 def check_generation_backend(cfg) -> None:
     """Generation settings that cannot work are refused at start-up, before any model loads (and before the
     initial evaluation): fast generation on a quantized model; ``trainer.use_vllm=true`` for a task that injects

@@ -108,7 +108,7 @@ def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
 def run_eval(args: EvalArgs) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``."""
     from ao_calib import models
-    from ao_calib.config import load_run_config
+    from ao_calib.config import eval_max_new_tokens, load_run_config
     from ao_calib.evaluation import evaluate
     from ao_calib.task_api import build_task
 
@@ -132,7 +132,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
         task, model, tokenizer, data.test,
         num_samples=args.num_samples or cfg.eval.num_samples,
         batch_size=args.batch_size or cfg.eval.batch_size,
-        max_new_tokens=args.max_new_tokens or cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
+        max_new_tokens=args.max_new_tokens or eval_max_new_tokens(cfg),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         run_dir=run_dir, tag=tag, mismatches_printed=cfg.eval.mismatches_printed,
         temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),

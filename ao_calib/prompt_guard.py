@@ -40,7 +40,7 @@ def _truncated(tokenizer, prompt, limit: int, length: int, chat_template_kwargs:
     return prompt if length <= limit else None
 
 
-def guard_prompts(data, tokenizer, limit: int | None, policy: str, chat_template_kwargs: dict,
+def guard_prompts(data, tokenizer, limit: int | None, policy: str | None, chat_template_kwargs: dict,
                   steered: bool = False):
     """``(data, counts)``: the task's splits with every prompt within ``limit`` tokens, and how many rows of each
     split were dropped or truncated."""

@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
-from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, register_schemas,
-                             unknown_keys, validate_plugins)
+from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, eval_max_new_tokens,
+                             register_schemas, unknown_keys, validate_plugins)
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -73,7 +73,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         summary.model = models.describe(model, cfg.model, source)
         data, prompts_over = guard_prompts(
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
-            cfg.trainer.get("prompt_length_policy", "drop"),
+            cfg.trainer.get("prompt_length_policy"),
             OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True), steered=task.steering() is not None)
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
@@ -192,7 +192,7 @@ def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:
     return {
         "num_samples": cfg.eval.num_samples,
         "batch_size": cfg.eval.batch_size,
-        "max_new_tokens": cfg.eval.max_new_tokens or cfg.trainer.get("max_completion_length", 128),
+        "max_new_tokens": eval_max_new_tokens(cfg),
         "chat_template_kwargs": OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         "run_dir": run_dir,
         "mismatches_printed": cfg.eval.mismatches_printed,
