@@ -131,6 +131,12 @@ class Checked:
             check_value(field.name, getattr(self, field.name), field, type(self))
 
 
+def default_of(schema: type, name: str) -> Any:
+    """A field's default, for code that takes the same value as a keyword argument (one home: the schema)."""
+    field = schema.__dataclass_fields__[name]
+    return field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+
+
 def help_of(schema: type, name: str) -> str:
     """A field's help text; a subclass that only changes a default inherits its parent's."""
     for cls in schema.__mro__:

@@ -37,6 +37,8 @@ from transformers.generation.logits_process import (LogitsProcessorList, MinPLog
 from trl import RLOOTrainer
 from trl.trainer.utils import pad
 
+from ao_calib.config import OnlineTrainerConfig
+from ao_calib.settings import default_of
 from ao_calib.steering.layout import unwrap
 
 log = logging.getLogger(__name__)
@@ -204,7 +206,9 @@ class FastGenerator:
     """
 
     def __init__(self, model: torch.nn.Module, *, static_cache: bool | None = None,
-                 compile_decode: bool | None = None, max_cached_shapes: int = 2, compile_backend: str = "inductor"):
+                 compile_decode: bool | None = None,
+                 max_cached_shapes: int = default_of(OnlineTrainerConfig, "fast_generation_cache_shapes"),
+                 compile_backend: str = "inductor"):
         if max_cached_shapes < 1:
             raise ValueError(f"max_cached_shapes must be at least 1, got {max_cached_shapes}")
         self.model = model
@@ -359,8 +363,10 @@ class FastGenerationMixin:
     ``fast_generation=True`` (TRL's own path otherwise, and always with vLLM, transformers' continuous batching,
     images, FSDP or DeepSpeed). Subclasses that steer override ``_prefill_context``."""
 
-    def __init__(self, *args, fast_generation: bool = False, generation_merged_copy: bool = True,
-                 fast_generation_cache_shapes: int = 2, **kwargs):
+    def __init__(self, *args, fast_generation: bool = default_of(OnlineTrainerConfig, "fast_generation"),
+                 generation_merged_copy: bool = default_of(OnlineTrainerConfig, "generation_merged_copy"),
+                 fast_generation_cache_shapes: int = default_of(OnlineTrainerConfig, "fast_generation_cache_shapes"),
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.fast_generation = fast_generation
         self.generation_merged_copy = generation_merged_copy

@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from .parsing import callee_name
+
 MAX_TEXT_CHARS = 20_000
 """Longer completions are cut before parsing, so one runaway sample cannot stall a training step."""
 
@@ -119,14 +121,10 @@ def _lenient_candidates(text: str):
 
 
 def _name(node: ast.expr) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    name = callee_name(node)
+    if name is None:
         raise UndecodableError("the callee is not a (dotted) name")
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    return name
 
 
 def _call(node: ast.Call) -> dict[str, dict[str, Any]]:

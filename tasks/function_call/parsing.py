@@ -123,7 +123,7 @@ def _safe_parse(source: str, mode: str) -> ast.AST | None:
         return None
 
 
-def _callee_name(node: ast.expr) -> str | None:
+def callee_name(node: ast.expr) -> str | None:
     """``f`` or ``a.b.f`` as a string; ``None`` for anything else (calls, subscripts...)."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -145,7 +145,7 @@ def _literal(node: ast.expr) -> tuple[bool, Any]:
 def _to_call(node: ast.expr) -> Call | None:
     if not isinstance(node, ast.Call):
         return None
-    name = _callee_name(node.func)
+    name = callee_name(node.func)
     if name is None:
         return None
     args: list[tuple[str, Any]] = []
