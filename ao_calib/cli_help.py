@@ -99,8 +99,8 @@ def _allowed(schema: type, field: dataclasses.Field) -> str:
 
 
 def schema_fields(schema: type, prefix: str) -> list[tuple[str, str, str, str]]:
-    """``(key, default, help, allowed)`` of every leaf of ``schema`` (nested schemas walked; an optional nested one is also
-    listed itself, since null is a choice)."""
+    """``(key, default, help, allowed)`` of every leaf of ``schema`` (nested schemas walked; an optional nested one
+    is also listed itself, since null is a choice)."""
     from ao_calib.settings import help_of, is_optional, nested_schema, type_hints
 
     rows = []
@@ -167,7 +167,10 @@ def registered_schemas(group: str | None = None) -> dict[str, type]:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    names = [n for n in store.list(group or "") if n.endswith(SCHEMA_SUFFIX + ".yaml")] if group else ["config_schema.yaml"]
+    if group:
+        names = [n for n in store.list(group) if n.endswith(SCHEMA_SUFFIX + ".yaml")]
+    else:
+        names = ["config_schema.yaml"]
     found = {}
     for name in names:
         node = store.load(f"{group}/{name}" if group else name).node
@@ -228,8 +231,8 @@ def settings_markdown() -> str:
     for group, what, rows in settings_sections():
         lines += [f"`{group}.*`: {what}", "", "| key | default | allowed | options | what it does |",
                   "|---|---|---|---|---|"]
-        lines += [f"| `{row.key}` | `{cell(row.default)}` | {cell(row.allowed) or '-'} | {', '.join(row.options) or 'all'} "
-                  f"| {cell(row.help)} |" for row in rows if row.help]
+        lines += [f"| `{row.key}` | `{cell(row.default)}` | {cell(row.allowed) or '-'} | "
+                  f"{', '.join(row.options) or 'all'} | {cell(row.help)} |" for row in rows if row.help]
         if any(not row.help for row in rows):
             lines += ["", "Keys without help text yet (the oracle's, `tasks/oracle/config.py`) are left out here; "
                       "`python -m ao_calib.run --help` lists them."]

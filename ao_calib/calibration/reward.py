@@ -35,8 +35,8 @@ class CalibrationConfig(Checked):
         "sequence", "Which advantage the tokens of the number NN get in group-relative training (GRPO; the number is "
         "written before the answer, so under plain GRPO most of its credit is the answer's right/wrong noise). "
         "sequence: every token shares its completion's advantage (GRPO as published; the design notes' recipe). "
-        "calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their own "
-        "completion; every other token keeps the whole reward's advantage. group: the same, against the mean "
+        "calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their "
+        "own completion; every other token keeps the whole reward's advantage. group: the same, against the mean "
         "informativeness of the other completions of the group (the oracle's hit rate on that question and those "
         "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer "
         "(ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
