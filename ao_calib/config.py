@@ -539,7 +539,8 @@ def check_group(cfg, group: str) -> None:
     except OmegaConfBaseException:
         pass  # an unresolvable value is reported where it is used, with its own message
     except ValueError as exc:  # a schema's own check: its message names the key below the group
-        raise AOCalibError(f"{group}.{exc}") from None
+        message = str(exc)
+        raise AOCalibError(message if message.startswith(f"{group}.") else f"{group}.{message}") from None
 
 
 def check_values(cfg) -> None:

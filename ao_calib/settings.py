@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ao_calib.errors import AOCalibError
+
 HELP = "help"
 ALLOWED = "allowed"
 
@@ -83,8 +85,9 @@ def setting(default: Any = _NO_DEFAULT, help: str = "", *, allowed: Allowed | No
     return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 
-class SettingError(ValueError):
-    """A value out of its field's allowed range; ``key`` is the field's dotted path as far as it is known."""
+class SettingError(AOCalibError, ValueError):
+    """A value out of its field's allowed range (a user's error: the CLI prints it as one line); ``key`` is the
+    field's dotted path as far as it is known."""
 
     def __init__(self, key: str, value: Any, allowed: Allowed, nullable: bool):
         self.key, self.value = key, value
@@ -124,11 +127,15 @@ def check_value(key: str, value: Any, field: dataclasses.Field, schema: type) ->
 
 class Checked:
     """Mixed into a schema: building it (in code, or from the composed config by ``OmegaConf.to_object``) checks
-    every field against its ``allowed`` values. A subclass with its own ``__post_init__`` calls this one first."""
+    every field against its ``allowed`` values. A subclass with its own ``__post_init__`` calls this one first.
+    (Built from the composed config, ``check_tree`` has already checked every value, naming its full key.)"""
+
+    config_key = ""  # where the schema sits in the run's config (e.g. "judge"), for the messages of one built in code
 
     def __post_init__(self) -> None:
+        prefix = f"{self.config_key}." if self.config_key else ""
         for field in dataclasses.fields(self):
-            check_value(field.name, getattr(self, field.name), field, type(self))
+            check_value(prefix + field.name, getattr(self, field.name), field, type(self))
 
 
 def default_of(schema: type, name: str) -> Any:

@@ -155,6 +155,7 @@ def test_no_range_table_beside_the_schemas():
 def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     from ao_calib.calibration import CalibrationConfig
     from ao_calib.config import GRPOTrainerConfig, SFTTrainerConfig
+    from ao_calib.errors import AOCalibError
 
     with pytest.raises(ValueError, match=r"^beta=-1: out of range, allowed >= 0$"):
         GRPOTrainerConfig(beta=-1)
@@ -162,8 +163,9 @@ def test_a_schema_built_in_code_refuses_a_value_out_of_range():
         GRPOTrainerConfig(num_generations=1)
     with pytest.raises(ValueError, match=r"^tag_loss_fraction=1.5: out of range, allowed \[0, 1\]$"):
         SFTTrainerConfig(tag_loss_fraction=1.5)
-    with pytest.raises(ValueError, match=r"^credit=x: not allowed, choose one of sequence, calibration, group$"):
-        CalibrationConfig(credit="x")
+    with pytest.raises(AOCalibError, match=r"^task.calibration.credit=x: not allowed, choose one of sequence, "
+                                           r"calibration, group$"):
+        CalibrationConfig(credit="x")  # a schema that knows its place in the config names its full key
     assert GRPOTrainerConfig(epsilon_high=None).epsilon_high is None  # null where the type is Optional
 
 

@@ -25,6 +25,8 @@ CREDIT_RULES = ("sequence", "calibration", "group")
 class CalibrationConfig(Checked):
     """``task.calibration``: the rule every confidence-stating task scores with."""
 
+    config_key = "task.calibration"
+
     lam: float = setting(0.5, "λ in informativeness − λ·(confidence/100 − informativeness)²: how much a "
                          "miscalibrated confidence costs.", allowed=at_least(0))
     untagged_penalty: float = setting(

@@ -14,6 +14,8 @@ class LiteLLMJudgeConfig(PluginConfig):
     """An LLM judge through litellm (any provider). API keys come from the provider's environment variable
     (e.g. OPENAI_API_KEY) and are never read from or written to configs."""
 
+    config_key = "judge"
+
     model: str = setting("openai/gpt-4o-mini", "litellm model name (provider/model).")
     api_base: Optional[str] = setting(None, "An OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1; null: the "
                                       "provider's own.")
@@ -39,6 +41,8 @@ class LiteLLMJudgeConfig(PluginConfig):
 @dataclass
 class LocalJudgeConfig(PluginConfig):
     """The base model itself (adapter disabled) as an offline judge."""
+
+    config_key = "judge"
 
     prompt: Optional[str] = setting(None, "A format string for the grading prompt; null: the task's grading "
                                     "prompt.")

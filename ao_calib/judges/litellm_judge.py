@@ -321,13 +321,7 @@ class LiteLLMJudge(Judge):
             raise AOCalibError("judge.model must name a litellm model, e.g. openai/gpt-4o-mini")
         if not prompt:
             raise AOCalibError("judge.prompt is null and the task has no grading prompt: set judge.prompt")
-        for cap in ("max_requests_per_minute", "max_tokens_per_minute"):
-            if getattr(settings, cap) is not None and getattr(settings, cap) <= 0:
-                raise AOCalibError(f"judge.{cap}={getattr(settings, cap)}: a cap must be > 0 (null: none)")
-        if settings.max_concurrency < 1 or settings.max_retries < 0 or settings.timeout_s <= 0 or settings.backoff_s < 0:
-            raise AOCalibError("judge: max_concurrency >= 1, max_retries >= 0, timeout_s > 0 and backoff_s >= 0 "
-                               f"are required (got {settings.max_concurrency}, {settings.max_retries}, "
-                               f"{settings.timeout_s}, {settings.backoff_s})")
+        # The rate caps, concurrency, retries, timeout and backoff are checked by LiteLLMJudgeConfig itself.
         try:
             prompt.format(prompt="", question="", answer="", label="")
         except (KeyError, IndexError, ValueError) as e:
