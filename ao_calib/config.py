@@ -323,9 +323,9 @@ class SFTTrainerConfig(TrainerConfig):
     tag_loss_fraction: float = setting(
         1.0, "The fraction of rows whose whole tag \"[epistemic status: NN] \" is in the loss (chosen per row, seeded "
         "by trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few "
-        "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, and their early large "
-        "gradients fill Adam's second moment, so the one token that carries the reading learns at a fraction of the "
-        "learning rate.", allowed=within(0, 1))
+        "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, so a fraction below 1 "
+        "keeps the loss on the one token that carries the reading (0.1 still teaches the tag, and reading, on "
+        "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
 
 
 class WarmupConfidence(str, Enum):
