@@ -11,7 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import confidence_span, tag_span
+from ao_calib.config import SFTTrainerConfig
 from ao_calib.errors import AOCalibError
+from ao_calib.settings import default_of
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
@@ -102,8 +104,11 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
         train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
-                                     confidence_in_loss=stage.get("confidence_in_loss", True),
-                                     tag_loss_fraction=stage.get("tag_loss_fraction", 1.0),
+                                     # the schema's defaults for a stage saved before these keys existed
+                                     confidence_in_loss=stage.get("confidence_in_loss",
+                                                                  default_of(SFTTrainerConfig, "confidence_in_loss")),
+                                     tag_loss_fraction=stage.get("tag_loss_fraction",
+                                                                 default_of(SFTTrainerConfig, "tag_loss_fraction")),
                                      seed=setup.cfg.trainer.seed),
         processing_class=setup.tokenizer,
         callbacks=callbacks,
