@@ -577,11 +577,9 @@ def check_generation_backend(cfg) -> None:
     stage = cfg.get("trainer")
     if stage is None or not stage.get("use_vllm", False):
         return
-    # A task that overrides Task.steering injects activations in every pass. (The class that defines it is looked
-    # up by module name: importing ao_calib.task_api here would close an import cycle through calibration.)
+    # A task that injects activations says so by its class (Task.injects_activations): vLLM runs no hooks.
     task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
-    owner = next((c for c in getattr(task_cls, "__mro__", ()) if "steering" in vars(c)), None)
-    if owner is not None and owner.__module__ != "ao_calib.task_api":
+    if getattr(task_cls, "injects_activations", False):
         raise AOCalibError(f"trainer.use_vllm=true cannot run with task={cfg.task.name}: vLLM cannot run the "
                            "activation-steering hooks; set trainer.use_vllm=false (trainer.fast_generation=true is "
                            "the fast path for steered rollouts)")

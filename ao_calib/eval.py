@@ -129,7 +129,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
     metrics = evaluate(
-        task, model, tokenizer, data.test,
+        task, model, tokenizer, data,
         num_samples=args.num_samples or cfg.eval.num_samples,
         batch_size=args.batch_size or cfg.eval.batch_size,
         max_new_tokens=args.max_new_tokens or eval_max_new_tokens(cfg),

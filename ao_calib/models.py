@@ -15,6 +15,7 @@ from ao_calib import distributed
 from ao_calib.errors import AOCalibError, ResourceUnavailableError
 from ao_calib.offline import env_flag
 from ao_calib.run_dir import RunDir
+from ao_calib.settings import plain
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,9 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     if model_cfg.tiny is not None:
         from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 
-        spec = TinyModelSpec(**OmegaConf.to_container(model_cfg.tiny, resolve=True))
+        spec = TinyModelSpec(**plain(model_cfg.tiny))
         return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
-    if not model_cfg.hub_id and model_cfg.get("gguf") is None:
+    if not model_cfg.hub_id and getattr(model_cfg, "gguf", None) is None:
         raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path), model.gguf or "
                            "model.tiny.")
     if _from_gguf(model_cfg):
@@ -65,14 +66,14 @@ def packaged_gguf(model_cfg: DictConfig):
 
 
 def _source(model_cfg: DictConfig) -> str:
-    source = model_cfg.get("source") or "auto"
+    source = getattr(model_cfg, "source", None) or "auto"
     return getattr(source, "value", source)
 
 
 def _from_gguf(model_cfg: DictConfig) -> bool:
     """Whether the weights come from the packaged GGUF copy: always with ``model.source=gguf``; with ``auto``
     when the hub id is neither a local path, nor cached, nor reachable."""
-    if model_cfg.get("gguf") is None or _source(model_cfg) == "hub":
+    if getattr(model_cfg, "gguf", None) is None or _source(model_cfg) == "hub":
         return False
     return _source(model_cfg) == "gguf" or not model_cfg.hub_id or not hub_repo_available(model_cfg.hub_id)
 
@@ -91,7 +92,7 @@ QUANTIZATIONS = ("4bit",)
 
 def quantization_missing(model_cfg: DictConfig) -> list[str]:
     """What ``model.quantization`` needs that this machine lacks: bitsandbytes' 4-bit weights run on CUDA only."""
-    quantization = model_cfg.get("quantization")
+    quantization = getattr(model_cfg, "quantization", None)
     if quantization is None:
         return []
     if quantization not in QUANTIZATIONS:
@@ -171,10 +172,10 @@ def load_tokenizer(source: str, model_cfg: DictConfig | None = None):
     tokenizer = AutoTokenizer.from_pretrained(source)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if model_cfg is not None and model_cfg.get("chat_template"):
+    if model_cfg is not None and getattr(model_cfg, "chat_template", None):
         tokenizer.chat_template = model_cfg.chat_template
     if model_cfg is not None and isinstance(tokenizer.chat_template, str):
-        unread = [key for key in (model_cfg.get("chat_template_kwargs") or {}) if key not in tokenizer.chat_template]
+        unread = [key for key in (getattr(model_cfg, "chat_template_kwargs", None) or {}) if key not in tokenizer.chat_template]
         if unread:
             log.warning("model.chat_template_kwargs: the chat template of model=%s never reads %s; set "
                         "model.chat_template_kwargs={} for it", model_cfg.name, ", ".join(unread))
@@ -195,7 +196,7 @@ def load_base_model(model_cfg: DictConfig, source: str):
     if dtype != torch.float32 and not torch.cuda.is_available():
         log.warning("model.dtype=%s on CPU is slow and imprecise; using float32", model_cfg.dtype)
         dtype = torch.float32
-    quantized = model_cfg.get("quantization") == "4bit"
+    quantized = getattr(model_cfg, "quantization", None) == "4bit"
     extra = {}
     if quantized:  # QLoRA: NF4 base weights, compute in the model's dtype; placed on the GPU at load
         from transformers import BitsAndBytesConfig
@@ -213,10 +214,10 @@ def load_base_model(model_cfg: DictConfig, source: str):
     return model
 
 
-def lora_settings(model_cfg: DictConfig, trainer_cfg: DictConfig) -> dict:
-    """The model's LoRA defaults with the run's non-null overrides applied."""
-    settings = OmegaConf.to_container(model_cfg.lora, resolve=True)
-    for key, value in OmegaConf.to_container(trainer_cfg.lora, resolve=True).items():
+def lora_settings(model_cfg: DictConfig, lora_overrides=None) -> dict:
+    """The model's LoRA defaults (``model.lora``) with the run's non-null overrides (``trainer.lora``) applied."""
+    settings = plain(model_cfg.lora)
+    for key, value in (plain(lora_overrides) or {}).items():
         if value is not None:
             settings[key] = value
     return settings
@@ -236,13 +237,14 @@ def lora_target_regex(decoder_layers_path: str, num_layers: int, module_names: l
     return rf"^{re.escape(decoder_layers_path)}\.({indices})\..*\b({names})$"
 
 
-def attach_lora(model, model_cfg: DictConfig, trainer_cfg: DictConfig, pretrained_adapter: str | None = None):
-    """Wrap the model with a trainable adapter: ``pretrained_adapter`` (hub id or path) if given, else a new LoRA."""
+def attach_lora(model, model_cfg: DictConfig, lora_overrides=None, pretrained_adapter: str | None = None):
+    """Wrap the model with a trainable adapter: ``pretrained_adapter`` (hub id or path) if given, else a new LoRA
+    (``model.lora`` with the run's ``trainer.lora`` overrides)."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if pretrained_adapter:
         return PeftModel.from_pretrained(model, pretrained_adapter, is_trainable=True)
-    lora = lora_settings(model_cfg, trainer_cfg)
+    lora = lora_settings(model_cfg, lora_overrides)
     layers_path = decoder_layers_path(model)
     num_layers = len(get_decoder_layers(model))
     peft_config = LoraConfig(

@@ -12,11 +12,13 @@ from ao_calib.errors import AOCalibError, ResourceUnavailableError
 RECIPE_GROUPS = ("judge", "warmup", "logger")
 
 
-def check_resources(cfg: DictConfig, task, adapter: str | None) -> None:
+def check_resources(cfg: DictConfig, hub_datasets, adapter: str | None) -> None:
+    """Everything the run needs from this machine (the model, ``adapter``, the task's ``hub_datasets``, the
+    judge's credentials), reported in one message."""
     from ao_calib import models  # torch: not at import, so that --help and composition stay fast
 
     missing = models.missing_for_model(cfg.model, adapter)
-    missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in task.hub_datasets()
+    missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in hub_datasets
                 if not models.hub_repo_available(name, repo_type="dataset")]
     judge_class = plugin_class("judge", cfg.judge.get("_target_"))
     if judge_class is not None and hasattr(judge_class, "missing_resources"):

@@ -40,14 +40,13 @@ def _truncated(tokenizer, prompt, limit: int, length: int, chat_template_kwargs:
     return prompt if length <= limit else None
 
 
-def guard_prompts(data, tokenizer, limit: int | None, policy: str | None, chat_template_kwargs: dict,
-                  steered: bool = False):
-    """``(data, counts)``: the task's splits with every prompt within ``limit`` tokens, and how many rows of each
-    split were dropped or truncated."""
+def guard_prompts(data, tokenizer, limit: int | None, policy: str | None, chat_template_kwargs: dict):
+    """``(data, counts)``: the task's splits (``ao_calib.task_api.TaskData``) with every prompt within ``limit``
+    tokens, and how many rows of each split were dropped or truncated."""
     if limit is None:
         return data, {}
     policy = str(getattr(policy, "value", policy))
-    if policy == "truncate" and steered:
+    if policy == "truncate" and data.steering is not None:
         raise AOCalibError("trainer.prompt_length_policy=truncate: this task's prompts carry activation "
                            "placeholders that a cut would break; use prompt_length_policy=drop")
     counts: dict[str, int] = {}

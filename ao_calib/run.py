@@ -61,28 +61,28 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = build_task(cfg)
         # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
-        adapter = distributed.on_main(
-            lambda: models.resolve_init_adapter(cfg.trainer.init_from, cfg.model) if cfg.trainer.init_from
-            else task.pretrained_adapter())
-        check_resources(cfg, task, adapter)
+        needs = distributed.on_main(lambda: task.requirements(need_adapter=not cfg.trainer.init_from))
+        adapter = (distributed.on_main(lambda: models.resolve_init_adapter(cfg.trainer.init_from, cfg.model))
+                   if cfg.trainer.init_from else needs.adapter)
+        check_resources(cfg, needs.hub_datasets, adapter)
         source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
         tokenizer = models.load_tokenizer(source, cfg.model)
-        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, adapter)
+        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora, adapter)
         # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
         model = sharding.prepare(model, uses_bf16(cfg))
         summary.model = models.describe(model, cfg.model, source)
         data, prompts_over = guard_prompts(
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
             cfg.trainer.get("prompt_length_policy"),
-            OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True), steered=task.steering() is not None)
+            OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True))
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
         if distributed.is_main():
             summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
-        setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, task.steering(),
+        setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, data.steering,
                              report_to_wandb=summary.wandb_run_id is not None)
-        evaluate_as = functools.partial(evaluate, task, model, tokenizer, data.test, **_eval_kwargs(cfg, run_dir))
+        evaluate_as = functools.partial(evaluate, task, model, tokenizer, data, **_eval_kwargs(cfg, run_dir))
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
@@ -92,7 +92,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
                          start.checkpoint)
                 continue
-            callbacks = [*task.training_callbacks(stage.name), *_monitoring_callbacks(cfg, stage, run_dir),
+            callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
             periodic = None
             if cfg.eval.enabled and cfg.eval.every_steps:

@@ -184,3 +184,14 @@ def check_tree(node: Any, path: str) -> None:
         except OmegaConfBaseException:
             continue
         check_value(key, value, field, schema)
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python data: a typed settings object (a dataclass) or an OmegaConf node becomes
+    dicts and lists (interpolations resolved); anything else is returned as it is. Code that takes a component's
+    settings accepts either form through it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

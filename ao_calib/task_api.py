@@ -1,17 +1,20 @@
-"""The task abstraction: what the runner needs from a task.
+"""The task abstraction: what the runner needs from a task, and nothing more.
 
 A task is a plug-in. Its config file (``conf/task/<name>.yaml``, in this repository or in any package on
 Hydra's search path) names its class by ``_target_``; the class names its config schema by ``config_class``
 (a dataclass extending ``ao_calib.config.TaskConfig``). The framework never imports a task by name.
+
+The runner converts the composed config once (``build_task``): a task receives its own typed settings and a
+``TaskContext`` of the few run facts it reads (the model's settings, the run's seed, the cache, the reward
+names, the stages, the judge's settings), never the whole tree.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
-
-from omegaconf import DictConfig
 
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.config import TaskConfig, plugin_class
@@ -22,15 +25,63 @@ from ao_calib.run_dir import RunDir
 
 @dataclass
 class TaskData:
-    """Train and held-out splits. Rows carry ``prompt`` (chat messages) and the columns reward functions read."""
+    """What ``build_data`` returns: train and held-out splits (rows carry ``prompt``, chat messages, and the
+    columns reward functions read), and for a task that injects activations, the steering every pass uses and
+    the evaluation conditions scored beside the plain one."""
 
     train: Any  # datasets.Dataset
     test: Any  # datasets.Dataset
+    steering: Any = None  # an ao_calib.steering.Steering when the task injects activations
+    #: extra evaluation passes of a steered task: "control" (another prompt's activations), "none" (random
+    #: vectors of the same norms); each writes its own predictions file
+    conditions: tuple[str, ...] = ()
+
+    def with_train(self, train) -> "TaskData":
+        """The same data with other training rows (a warm-up's)."""
+        return dataclasses.replace(self, train=train)
+
+
+@dataclass(frozen=True)
+class TaskRequirements:
+    """What a task needs before the model loads, checked then (``ao_calib.preflight``)."""
+
+    adapter: str | None = None  # a pretrained adapter the run starts from (hub id or path)
+    hub_datasets: tuple[str, ...] = ()  # hub data sets build_data will download
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """The run's facts a task may read besides its own settings, converted once from the composed config."""
+
+    model: Any  # ao_calib.config.ModelConfig: the base model's settings (layout, chat template options, ...)
+    seed: int  # trainer.seed: the run's one seed, for whatever a task draws unless a task key sets its own
+    cache_dir: str  # paths.cache_dir: rebuildable artefacts (generated data, activations)
+    reward_names: frozenset[str] = frozenset()  # every reward component the run's mix weighs, in any phase
+    stages: tuple[str, ...] = ()  # the trainer names of the run's stages, in order (a warm-up first)
+    judge: Any = None  # the judge's typed settings; None for judge=none
+    eval_seed: int = 0  # eval.seed: drawn held-out samples
+    lora_overrides: Any = None  # trainer.lora: the run's LoRA choices over model.lora (a task that trains one)
+
+    @classmethod
+    def of(cls, cfg) -> "TaskContext":
+        """The context of a composed (or saved) run config."""
+        from omegaconf import OmegaConf
+
+        reward = cfg.get("reward")
+        names = frozenset() if reward is None else frozenset(
+            set(reward.weights) | {n for phase in reward.phases for n in phase.weights})
+        judge = cfg.get("judge")
+        stages = tuple(stage.name for stage in (cfg.get("warmup"), cfg.trainer) if stage is not None)
+        return cls(model=OmegaConf.to_object(cfg.model), seed=int(cfg.trainer.seed), cache_dir=str(cfg.paths.cache_dir),
+                   reward_names=names, stages=stages,
+                   judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),
+                   eval_seed=int(cfg.eval.get("seed", 0)), lora_overrides=OmegaConf.to_object(cfg.trainer.lora))
 
 
 class Task(ABC):
-    """One training task: data, rewards and how a completion is scored for evaluation. ``cfg`` is the whole run
-    config; ``cfg.task`` is typed by ``config_class``."""
+    """One training task. ``config`` is its own settings (an instance of ``config_class``), ``context`` the run
+    facts it may read. The methods below are the steps a run calls, in the order it calls them; everything
+    else a task needs is its own helper."""
 
     #: the schema of ``cfg.task``; every default of the task's settings is stated there
     config_class: ClassVar[type] = TaskConfig
@@ -40,116 +91,76 @@ class Task(ABC):
     calibrated_reward: ClassVar[str | None] = None
     #: row columns copied into every predictions row (when the row has them), for anyone recomputing a figure
     prediction_columns: ClassVar[tuple[str, ...]] = ("kind",)
+    #: the row column shown as "expected" beside a wrong answer
+    reference_column: ClassVar[str] = "answer"
+    #: whether ``build_data`` returns a steering that injects activations in every pass (checked at start-up:
+    #: vLLM cannot run the hooks)
+    injects_activations: ClassVar[bool] = False
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
+    def __init__(self, config: TaskConfig, context: TaskContext):
+        self.config = config
+        self.context = context
 
     @property
     def name(self) -> str:
-        return self.cfg.task.name
+        return self.config.name
 
     @property
     def calibrated(self) -> bool:
         """Whether the reward mix trains the ``[epistemic status: NN]`` tag: then the prompt asks for it, and
         evaluation scores the stated confidence (``confidence`` in each sample's scores)."""
-        reward = self.cfg.reward
-        names = set(reward.weights) | {n for phase in reward.phases for n in phase.weights}
-        return self.calibrated_reward is not None and self.calibrated_reward in names
+        return self.calibrated_reward is not None and self.calibrated_reward in self.context.reward_names
 
-    def pretrained_adapter(self) -> str | None:
-        """A pretrained adapter the task starts from (hub id or path), if any."""
-        return None
+    # ------------------------------------------------------------------ the steps of a run, in order
 
-    def hub_datasets(self) -> list[str]:
-        """Hub data sets ``build_data`` will download, checked before the model loads (``ao_calib.preflight``)."""
-        return []
+    def requirements(self, need_adapter: bool = True) -> TaskRequirements:
+        """1. Before the model loads: a pretrained adapter to start from (none is built when ``need_adapter`` is
+        false: the run starts from another run's adapter, ``trainer.init_from``) and hub data sets to check."""
+        return TaskRequirements()
 
     @abstractmethod
     def build_data(self, tokenizer, model) -> TaskData:
-        """Train/test rows; ``model`` is there for tasks that need the base model's activations."""
+        """2. Train/held-out rows; ``model`` is there for tasks that need the base model's activations."""
 
-    def warmup_data(self, stage: DictConfig, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
-        """The rows a warm-up stage trains on. ``warmup=sft`` trains on the task's own ``completion`` column;
+    def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
+        """3. The rows a warm-up stage trains on. ``warmup=sft`` trains on the task's own ``completion`` column;
         ``warmup=format`` (the model's own answers, tagged with a confidence) is for tasks that implement it."""
         if stage.name == "format":
             raise AOCalibError(f"task={self.name} has no format warm-up (warmup=format); use warmup=sft")
         return data
 
-    def score_batch(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
-        """``score`` for each completion; a task whose scores need a batched call (a judge) overrides this."""
-        return [self.score(c, r) for c, r in zip(completions, rows)]
+    @abstractmethod
+    def reward_functions(self) -> dict[str, RewardFn]:
+        """4. All reward components this task offers, by the name configs use."""
 
-    def steering(self):
-        """An ``ao_calib_tasks.oracle.steering.ActivationSteering`` when the task injects activations, else None."""
-        return None
+    @abstractmethod
+    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+        """5. Evaluation: every reward component (and the headline metric) of each completion of its row."""
 
-    def summary(self) -> dict:
-        """Task totals for summary.json (e.g. the judge's calls, failures and cost)."""
-        return {}
-
-    def training_callbacks(self, trainer_name: str) -> list:
-        """Task-specific trainer callbacks for a stage (e.g. the oracle's failure-mode alerts during GRPO)."""
-        return []
-
-    def eval_variants(self) -> list[str]:
-        """Extra evaluation passes besides the plain one, for a task with steering: ``control`` (another prompt's
-        activations) and ``none`` (random vectors of the same norms)."""
-        return []
+    def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
+        """6. An evaluation's figures (the closing table's rows): the mean of every per-sample score, and, for a
+        calibrated task, the calibration of the stated confidence against the headline score."""
+        metrics = mean_scores(records)
+        metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
+        if self.calibrated and records:
+            conf = [scored_confidence(r["scores"]["confidence"]) for r in records]
+            figures = calibration_figures(records, conf, [r["scores"][self.headline_metric] for r in records],
+                                          run_dir, tag)
+            metrics.update({k: v for k, v in figures.items() if k != "accuracy"})
+        return metrics
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        """Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
+        """7. Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
         task's steering. Returns a JSON-able dict stored in eval.json under its keys. In a multi-process run every
         process calls it (``generate`` splits the rows over them and returns all completions to each), so it must
         write files and call a judge on the main process only (``ao_calib.distributed.is_main``/``on_main``)."""
         return {}
 
-    def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
-        """Metrics over all evaluated samples: the mean of every per-sample score, and, for a calibrated task,
-        the calibration of the stated confidence against the headline score (with a reliability diagram)."""
-        keys = sorted({k for r in records for k in r["scores"]})
-        metrics = {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
-        metrics["accuracy"] = metrics.get(self.headline_metric, 0.0)
-        if self.calibrated and records:
-            conf = [scored_confidence(r["scores"]["confidence"]) for r in records]
-            metrics.update({k: v for k, v in self.calibration_metrics(records, conf, [
-                r["scores"][self.headline_metric] for r in records], run_dir, tag).items() if k != "accuracy"})
-        return metrics
+    def summary(self) -> dict:
+        """8. Task totals for summary.json at the end (e.g. the judge's calls, failures and cost)."""
+        return {}
 
-    def calibration_metrics(self, records: list[dict], confidences, outcomes, run_dir: RunDir, tag: str
-                            ) -> dict[str, float]:
-        """Every per-example calibration figure (``ao_calib.calibration.metrics.calibration_report``), the
-        headroom over the question kinds when records carry several, and the reliability and risk-coverage
-        plots of this evaluation."""
-        from ao_calib.calibration import metrics as cm
-
-        report = cm.calibration_report(confidences, outcomes)
-        kinds = [r.get("kind") for r in records]
-        if None not in kinds and len(set(kinds)) > 1:
-            report.update(cm.kind_headroom(outcomes, kinds))
-        questions = [r.get("question") for r in records]
-        if records and None not in questions:
-            # Does the confidence tell right from wrong among rows that ask the very same question, and does it
-            # beat a rule that reads only the question's wording? (the shortcut a test bed must not reward)
-            report["auroc_within_question"] = cm.within_group_auroc(confidences, outcomes, questions)
-            rule = cm.group_rate_rule(outcomes, questions)
-            report["text_rule_auroc"] = cm.auroc(rule, cm.binarize(outcomes))
-            report["text_rule_ece"] = cm.expected_calibration_error(rule, cm.binarize(outcomes))
-            report["distinct_questions"] = len(set(questions))
-        if records:
-            cm.plot_reliability_diagram(confidences, outcomes, run_dir.reliability_plot(tag), title=(
-                f"{tag}: acc {report['accuracy']:.3f}, AUROC {report['auroc']:.3f}, ECE {report['ece']:.3f} "
-                f"(n={len(records)})"))
-            cm.plot_risk_coverage(confidences, outcomes, run_dir.risk_coverage_plot(tag), title=(
-                f"{tag}: AURC {report['aurc']:.3f}, selective acc@50% {report['selective_accuracy@50']:.3f}"))
-        return report
-
-    @abstractmethod
-    def reward_functions(self) -> dict[str, RewardFn]:
-        """All reward components this task offers, by the name configs use."""
-
-    @abstractmethod
-    def score(self, completion: str, row: dict) -> dict[str, float]:
-        """Every reward component (and the headline metric) for one completion, for evaluation."""
+    # ------------------------------------------------------------------ outside a run
 
     def score_row(self, row: dict, source: str, index: int, line_no: int) -> dict:
         """``python -m ao_calib.score``: validates one row of someone's completions (raising
@@ -157,16 +168,50 @@ class Task(ABC):
         fields its output row adds: ``valid`` (bool) and the reward components."""
         raise AOCalibError(f"task={self.name} does not score external completions (no score_row)")
 
-    def reference_output(self, row: dict) -> str:
-        """What a perfect completion looks like, shown beside mismatches."""
-        return str(row.get("answer", ""))
+
+def mean_scores(records: list[dict]) -> dict[str, float]:
+    """The mean of every per-sample score over the records."""
+    keys = sorted({k for r in records for k in r["scores"]})
+    return {k: sum(r["scores"][k] for r in records) / max(len(records), 1) for k in keys}
 
 
-def build_task(cfg: DictConfig) -> Task:
-    """The task ``cfg.task._target_`` names, built on the whole run config."""
+def calibration_figures(records: list[dict], confidences, outcomes, run_dir: RunDir | None, tag: str
+                        ) -> dict[str, float]:
+    """Every per-example calibration figure (``ao_calib.calibration.metrics.calibration_report``), the headroom
+    over the question kinds when records carry several, the within-question figures when they carry the
+    question, and this evaluation's reliability and risk-coverage plots (when ``run_dir`` is given)."""
+    from ao_calib.calibration import metrics as cm
+
+    report = cm.calibration_report(confidences, outcomes)
+    kinds = [r.get("kind") for r in records]
+    if None not in kinds and len(set(kinds)) > 1:
+        report.update(cm.kind_headroom(outcomes, kinds))
+    questions = [r.get("question") for r in records]
+    if records and None not in questions:
+        # Does the confidence tell right from wrong among rows that ask the very same question, and does it
+        # beat a rule that reads only the question's wording? (the shortcut a test bed must not reward)
+        report["auroc_within_question"] = cm.within_group_auroc(confidences, outcomes, questions)
+        rule = cm.group_rate_rule(outcomes, questions)
+        report["text_rule_auroc"] = cm.auroc(rule, cm.binarize(outcomes))
+        report["text_rule_ece"] = cm.expected_calibration_error(rule, cm.binarize(outcomes))
+        report["distinct_questions"] = len(set(questions))
+    if records and run_dir is not None:
+        cm.plot_reliability_diagram(confidences, outcomes, run_dir.reliability_plot(tag), title=(
+            f"{tag}: acc {report['accuracy']:.3f}, AUROC {report['auroc']:.3f}, ECE {report['ece']:.3f} "
+            f"(n={len(records)})"))
+        cm.plot_risk_coverage(confidences, outcomes, run_dir.risk_coverage_plot(tag), title=(
+            f"{tag}: AURC {report['aurc']:.3f}, selective acc@50% {report['selective_accuracy@50']:.3f}"))
+    return report
+
+
+def build_task(cfg) -> Task:
+    """The task ``cfg.task._target_`` names, built from its own typed settings and the run's context (the
+    composed config converted once, here)."""
+    from omegaconf import OmegaConf
+
     cls = plugin_class("task", cfg.task.get("_target_"))
     if cls is None:
         raise AOCalibError(f"task={cfg.task.name} names no class: set task._target_ (e.g. my_pkg.task.MyTask)")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise AOCalibError(f"task._target_={cfg.task._target_} is not a subclass of ao_calib.task_api.Task")
-    return cls(cfg)
+    return cls(OmegaConf.to_object(cfg.task), TaskContext.of(cfg))

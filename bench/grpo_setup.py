@@ -60,11 +60,11 @@ class GRPOBench:
         """The base model with a new adapter: every timed round starts from the same weights. Without
         ``copy_base`` the adapter goes onto the base itself (one trainer only, but no second copy in memory)."""
         base = copy.deepcopy(self.base) if copy_base else self.base
-        return models.attach_lora(base, self.cfg.model, self.cfg.trainer)
+        return models.attach_lora(base, self.cfg.model, self.cfg.trainer.lora)
 
     def setup(self, out: Path, copy_base: bool = True) -> TrainerSetup:
         return TrainerSetup(self.cfg, self.fresh_model(copy_base), self.tokenizer, self.data, RunDir(out),
-                            self.schedule, self.reward_fns, self.task.steering())
+                            self.schedule, self.reward_fns, self.data.steering)
 
     def ao_calib_trainer(self, out: Path, copy_base: bool = True):
         return build_trainer(self.setup(out, copy_base), self.cfg.trainer)

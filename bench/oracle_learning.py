@@ -80,12 +80,12 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
                                              seed=10_000 + gen.seed, exclude=seen), tokenizer, model)
     calib_completions = generate_completions(model, tokenizer, calib_rows, chat_template_kwargs=template,
                                              max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
-                                             steering=task.steering(), desc="calibration split")
-    calib_correct = [task.score(c, r)["correct"] for c, r in zip(calib_completions, calib_rows)]
-    calib_p = own_answer_probabilities(model, tokenizer, calib_rows, calib_completions, task.steering(),
+                                             steering=data.steering, desc="calibration split")
+    calib_correct = [s["correct"] for s in task.score(calib_completions, calib_rows)]
+    calib_p = own_answer_probabilities(model, tokenizer, calib_rows, calib_completions, data.steering,
                                        chat_template_kwargs=template)
     test_p = own_answer_probabilities(model, tokenizer, test_rows, [r["completion"] for r in records],
-                                      task.steering(), chat_template_kwargs=template)
+                                      data.steering, chat_template_kwargs=template)
 
     final = reports("final")
     control = {"control": final["control"]}

@@ -92,7 +92,7 @@ def figures(by_condition: dict[str, list[dict]]) -> dict[str, float]:
     return out
 
 
-def probe_accuracy(task, train_rows: list[dict], test_rows: list[dict]) -> dict[str, float]:
+def probe_accuracy(steering, train_rows: list[dict], test_rows: list[dict]) -> dict[str, float]:
     """A linear probe on the activations the oracle reads (the mean of the injected vectors): one logistic
     regression per asked value (mood: positive or not; topic: each topic), fitted on the train split's rows, and its
     answers to the test rows' questions, scored per kind."""
@@ -113,7 +113,7 @@ def probe_accuracy(task, train_rows: list[dict], test_rows: list[dict]) -> dict[
         return f"{kind}:{value}", int(yes)
 
     def features(row) -> np.ndarray:
-        return task.steering().vectors([row])[0].float().mean(0).numpy()
+        return steering.vectors([row])[0].float().mean(0).numpy()
 
     fitted = {}
     for name in sorted({t[0] for t in map(target, train_rows) if t}):
@@ -151,7 +151,7 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     records = rows(run, "final")["own"]
     test_rows = data.test.select(range(len(records))).to_list()
     assert [r["question"] for r in test_rows] == [r["question"] for r in records], "rows out of order"
-    out = {"probe": probe_accuracy(task, data.train.to_list(), test_rows)}
+    out = {"probe": probe_accuracy(data.steering, data.train.to_list(), test_rows)}
     fitted = json.loads(run_dir.eval_report().read_text()).get("baselines", {}).get("logprob_platt")
     if split != "test" or fitted is None:
         return out

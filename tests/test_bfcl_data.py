@@ -106,8 +106,8 @@ def test_task_reads_bfcl_files_and_scores_per_category(tmp_path):
     good, bad = row["answer"], "Sure: " + row["answer"]
     assert rewards["bfcl_ast"]([good, bad], bfcl_functions=[row["bfcl_functions"]] * 2,
                                bfcl_ground_truth=[row["bfcl_ground_truth"]] * 2) == [1.0, 0.0]
-    assert task.score(good, row)["bfcl_ast"] == 1.0
-    records = [{"kind": r["kind"], "scores": task.score(r["answer"], r)} for r in data.test.to_list()]
+    assert task.score_one(good, row)["bfcl_ast"] == 1.0
+    records = [{"kind": r["kind"], "scores": task.score_one(r["answer"], r)} for r in data.test.to_list()]
     assert task.aggregate(records, None, "t")["ast_accuracy/parallel"] == 1.0
 
 
@@ -117,7 +117,7 @@ def test_lenient_format_is_a_switch(tmp_path):
                               "task.data.generate.n_test=2"])
     task = build_task(cfg)
     row = task.build_data(tokenizer=None).test[0]
-    assert task.score("Here you go:\n```python\n" + row["answer"] + "\n```", row)["bfcl_ast"] == 1.0
+    assert task.score_one("Here you go:\n```python\n" + row["answer"] + "\n```", row)["bfcl_ast"] == 1.0
 
 
 def test_generated_cases_without_distractors_show_only_the_called_functions():

@@ -267,7 +267,7 @@ def _fsdp2_step(rank: int, port: int, out: str) -> None:
     cfg = compose_run_config(["experiment=function_call_tiny"])
     torch.manual_seed(0)  # the same LoRA initialisation on both processes
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, 4000, (2, 12), generator=generator)
     vectors = [torch.randn(3, model.config.hidden_size, generator=generator) for _ in range(2)]
@@ -343,7 +343,7 @@ def _tiny_lora_model():
     cfg = compose_run_config(["experiment=function_call_tiny"])
     torch.manual_seed(0)  # the same LoRA initialisation in every process
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    return models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer), \
+    return models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora), \
         models.load_tokenizer(source, cfg.model)
 
 

@@ -22,7 +22,7 @@ def run_dir(tmp_path_factory):
     cfg = compose_run_config(["experiment=function_call_tiny"])
     OmegaConf.save(cfg, path / RunDir.CONFIG)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
     torch.manual_seed(0)
     with torch.no_grad():
         for name, param in model.named_parameters():

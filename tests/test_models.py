@@ -22,7 +22,7 @@ def test_lora_lands_only_on_decoder_layers(name, cls):
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     base = models.load_base_model(cfg.model, source)
     assert type(base).__name__ == cls
-    model = models.attach_lora(base, cfg.model, cfg.trainer)
+    model = models.attach_lora(base, cfg.model, cfg.trainer.lora)
     lora_modules = [n for n, _ in model.named_modules() if n.endswith(".lora_A")]
     layer_ids = {int(re.search(r"layers\.(\d+)\.", n).group(1)) for n in lora_modules}
     assert layer_ids == {2, 3}  # the last 2 of 4 layers
@@ -35,7 +35,7 @@ def test_lora_lands_only_on_decoder_layers(name, cls):
 
 def test_lora_overrides_fall_back_to_the_model_config():
     cfg = model_cfg("model=qwen3_8b", "trainer.lora.alpha=7")
-    assert models.lora_settings(cfg.model, cfg.trainer) == {
+    assert models.lora_settings(cfg.model, cfg.trainer.lora) == {
         "rank": 64, "alpha": 7, "dropout": 0.05, "layers": None, "modules_to_save": [],
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 
@@ -45,7 +45,7 @@ def test_modules_to_save_trains_the_embeddings_and_keeps_them_tied_to_the_output
 
     cfg = model_cfg("model=tiny_qwen3", "model.lora.modules_to_save=[embed_tokens]")
     model = models.attach_lora(models.load_base_model(cfg.model, models.model_source(cfg.model, cfg.paths.cache_dir)),
-                               cfg.model, cfg.trainer)
+                               cfg.model, cfg.trainer.lora)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any("embed_tokens" in n for n in trainable) and any("lora_" in n for n in trainable)
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()

@@ -119,9 +119,9 @@ def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
                       "warmup.lr=1e-2", "eval.enabled=false", f"hydra.run.dir={first}"))
     adapter = first / "adapter"
     cfg = compose_run_config(["experiment=oracle_tiny", f"model.ao_lora_id={adapter}"])
-    assert build_task(cfg).pretrained_adapter() == str(adapter)
+    assert build_task(cfg).requirements().adapter == str(adapter)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer, str(adapter))
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora, str(adapter))
     saved = load_file(adapter / "adapter_model.safetensors")
     loaded = {n: p for n, p in model.named_parameters() if "lora_" in n}
     assert loaded and all(p.requires_grad for p in loaded.values())

@@ -33,11 +33,11 @@ def build_setup(tmp_path, overrides) -> TrainerSetup:
     task = build_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
     data = task.build_data(tokenizer, model)
     reward_fns = task.reward_functions()
     schedule = build_reward_schedule(cfg.reward, reward_fns)
-    return TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, task.steering())
+    return TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, data.steering)
 
 
 def build(tmp_path, overrides=(), base=OVERRIDES):

@@ -159,10 +159,11 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
 
     from ao_calib.calibration import CONFIDENCE_INSTRUCTION
     from ao_calib.config import compose_run_config
-    from ao_calib_tasks.oracle.task import OracleTask, activation_id
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.task import activation_id
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"task.prompt.confidence_instruction={str(asked).lower()}"])
-    row = OracleTask(cfg)._oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
+    row = build_task(cfg)._oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
                                       {activation_id("p"): {1: torch.zeros(3, 4)}}, [1], random.Random(0))
     assert row["prompt"][-1]["content"].endswith(CONFIDENCE_INSTRUCTION) is asked
     assert "Is it?" in row["prompt"][-1]["content"]
@@ -255,15 +256,15 @@ def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_
         data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
         return task, data
 
-    raw_task, raw_data = built(False)
+    _, raw_data = built(False)
     task, data = built(True)
     layer = data.train[0]["source_layer"]
     train_ids = sorted(set(data.train["activation_id"]))
-    stacked = torch.cat([task.steering().store[a][layer].float() for a in train_ids])
+    stacked = torch.cat([data.steering.store[a][layer].float() for a in train_ids])
     assert stacked.mean(0).abs().max() < 1e-4 and stacked.norm(dim=-1).mean() > 0
-    mean = torch.cat([raw_task.steering().store[a][layer].float() for a in train_ids]).mean(0)
+    mean = torch.cat([raw_data.steering.store[a][layer].float() for a in train_ids]).mean(0)
     for aid in set(data.test["activation_id"]):
-        assert torch.allclose(task.steering().store[aid][layer], raw_task.steering().store[aid][layer] - mean,
+        assert torch.allclose(data.steering.store[aid][layer], raw_data.steering.store[aid][layer] - mean,
                               atol=1e-5)
 
 

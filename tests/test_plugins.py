@@ -37,21 +37,21 @@ FILES = {
             headline_metric = "says_word"
 
             def build_data(self, tokenizer, model):
-                rows = [{"prompt": [{"role": "user", "content": f"Say {self.cfg.task.word}, number {i}."}]}
-                        for i in range(self.cfg.task.n_rows)]
+                rows = [{"prompt": [{"role": "user", "content": f"Say {self.config.word}, number {i}."}]}
+                        for i in range(self.config.n_rows)]
                 data = datasets.Dataset.from_list(rows)
                 return TaskData(train=data, test=data.select(range(4)))
 
             def reward_functions(self):
-                word = self.cfg.task.word
+                word = self.config.word
 
                 def says_word(completions, **_):
                     return [float(word in completion_text(c)) for c in completions]
 
                 return {"says_word": says_word}
 
-            def score(self, completion, row):
-                return {"says_word": float(self.cfg.task.word in completion)}
+            def score(self, completions, rows):
+                return [{"says_word": float(self.config.word in c)} for c in completions]
     ''',
     "my_pkg/judge.py": '''
         from dataclasses import dataclass

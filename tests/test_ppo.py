@@ -90,7 +90,7 @@ def test_config_samples_once_per_prompt_and_maps_epochs_and_minibatches(tmp_path
 def tiny_policy(cfg):
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
+    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
     return model, tokenizer
 
 

@@ -11,7 +11,7 @@ from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
 from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.run_dir import RunDir
-from ao_calib.task_api import Task
+from ao_calib.task_api import Task, TaskData
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +20,12 @@ log = logging.getLogger(__name__)
 CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 
 
-def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, batch_size: int,
+def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
-    """Scores the model on the held-out split; writes the evaluation report and every prediction under ``tag``
-    (``RunDir.eval_report`` / ``RunDir.predictions``). Task variants (a control) are scored beside it.
+    """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
+    report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
+    conditions (a control) are scored beside it.
     Returns the main metrics, with each variant's accuracy as ``<variant>/accuracy``.
 
     Every process of a multi-process run calls it: each generates its share of the rows, and the main process
@@ -32,17 +33,18 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
         return distributed.map_split(lambda share: generate_completions(
             model, tokenizer, share, chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
-            batch_size=batch_size, steering=task.steering(), condition=condition, desc=f"eval ({desc})",
+            batch_size=batch_size, steering=data.steering, condition=condition, desc=f"eval ({desc})",
             temperature=temperature, seed=seed), rows)
 
-    rows = dataset.select(range(min(num_samples or len(dataset), len(dataset)))).to_list()
+    rows = data.test.select(range(min(num_samples or len(data.test), len(data.test)))).to_list()
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
               "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
-    for variant in ["main", *task.eval_variants()]:
+    steered = data.steering is not None
+    for variant in ["main", *data.conditions]:
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, condition=CONDITIONS[variant], desc=name)
         metrics, histogram = distributed.on_main(lambda: score_and_record(
-            task, rows, completions, run_dir, tag, variant, mismatches_printed))
+            task, rows, completions, run_dir, tag, variant, mismatches_printed, steered))
         if variant == "main":
             report["metrics"] = metrics
             if histogram is not None:
@@ -63,17 +65,17 @@ def evaluate(task: Task, model, tokenizer, dataset, *, num_samples: int | None, 
 
 
 def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
-                     mismatches_printed: int) -> tuple[dict, dict | None]:
+                     mismatches_printed: int, steered: bool = False) -> tuple[dict, dict | None]:
     """One variant's scores, metrics and predictions file (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics,
-    confidence histogram or None). A task's ``extra_evaluations`` scores another held-out set the same way,
-    under a variant name of its own. Main process only."""
+    confidence histogram or None); ``steered``: the rows carry the activation condition they were answered under.
+    A task's ``extra_evaluations`` scores another held-out set the same way, under a variant name of its own.
+    Main process only."""
     name = tag if variant == "main" else f"{tag}_{variant}"
-    steered = task.steering() is not None
     records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
-                "expected": task.reference_output(row), "scores": scores,
+                "expected": str(row.get(task.reference_column, "")), "scores": scores,
                 **{column: row[column] for column in task.prediction_columns if row.get(column) is not None},
                 **({"condition": CONDITIONS.get(variant, variant)} if steered else {})}
-               for row, completion, scores in zip(rows, completions, task.score_batch(completions, rows))]
+               for row, completion, scores in zip(rows, completions, task.score(completions, rows))]
     metrics = task.aggregate(records, run_dir, name)
     predictions = run_dir.predictions(tag, None if variant == "main" else variant)
     predictions.unlink(missing_ok=True)

@@ -14,7 +14,7 @@ __all__ = ["Judge", "JudgeContext", "JudgeItem", "LabelJudge", "build_judge", "j
 
 def build_judge(judge_cfg, context: JudgeContext | None = None) -> Judge | None:
     """The judge ``judge_cfg._target_`` names (None for ``judge=none``)."""
-    cls = plugin_class("judge", judge_cfg.get("_target_"))
+    cls = plugin_class("judge", getattr(judge_cfg, "_target_", None))
     if cls is None:
         return None
     if not (isinstance(cls, type) and issubclass(cls, Judge)):

@@ -1,4 +1,4 @@
-"""Activation steering inside TRL's trainers, for tasks that inject activations (``Task.steering()``).
+"""Activation steering inside TRL's trainers, for tasks that inject activations (``TaskData.steering``).
 
 ``SteeringMixin`` goes in front of any GRPOTrainer subclass (GRPO, PPO): every forward pass that sees a prompt
 injects that row's own activations. The passes are: the generation prefill, the old-policy and reference

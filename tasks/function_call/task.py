@@ -14,7 +14,7 @@ from ao_calib.calibration import parse_epistemic_status
 from ao_calib.errors import AOCalibError, DataValidationError
 from ao_calib.io import ensure_generated
 from ao_calib.rewards import RewardFn
-from ao_calib.task_api import Task, TaskData
+from ao_calib.task_api import Task, TaskContext, TaskData
 
 from . import bfcl
 from .bfcl_rewards import make_rewards as make_bfcl_rewards, score_case
@@ -31,17 +31,17 @@ class FunctionCallTask(Task):
     headline_metric = "tool_call_exact"
     calibrated_reward = "calibrated_overall"  # reward=calibrated_function_call
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def __init__(self, config: FunctionCallTaskConfig, context: TaskContext):
+        super().__init__(config, context)
         if self.bfcl:
             self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy; reported per category too
 
     @property
     def bfcl(self) -> bool:
-        return self.cfg.task.data.format == "bfcl"
+        return self.config.data.format == "bfcl"
 
     def build_data(self, tokenizer, model=None) -> TaskData:
-        data_cfg = self.cfg.task.data
+        data_cfg = self.config.data
         if self.bfcl:
             return self._bfcl_data()
         if data_cfg.train_path:
@@ -57,11 +57,11 @@ class FunctionCallTask(Task):
             train_rows = train_rows[: data_cfg.max_train_samples]
         log.info("function_call data: %d train rows (%s), %d test rows (%s)",
                  len(train_rows), train_path, len(test_rows), test_path)
-        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        suffix = self.config.confidence_instruction if self.calibrated else ""
         return TaskData(train=_as_chat_dataset(train_rows, suffix), test=_as_chat_dataset(test_rows, suffix))
 
     def _bfcl_data(self) -> TaskData:
-        data_cfg = self.cfg.task.data
+        data_cfg = self.config.data
         gen = data_cfg.generate
         if data_cfg.train_path and not data_cfg.test_path:
             raise AOCalibError("task.data.format=bfcl: task.data.train_path is set: also set task.data.test_path "
@@ -79,14 +79,14 @@ class FunctionCallTask(Task):
         if data_cfg.max_train_samples:
             train = train[: data_cfg.max_train_samples]
         log.info("function_call BFCL data: %d train cases, %d test cases", len(train), len(test))
-        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        suffix = self.config.confidence_instruction if self.calibrated else ""
         return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in train]),
                         test=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in test]))
 
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
-        gen = self.cfg.task.data.generate
-        folder = Path(self.cfg.paths.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{gen.seed}"
+        gen = self.config.data.generate
+        folder = Path(self.context.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{gen.seed}"
 
         def build() -> list[str]:
             splits = generate_splits(gen.n_train, gen.n_test, gen.seed)
@@ -96,16 +96,19 @@ class FunctionCallTask(Task):
         return train_path, test_path
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        rewards = {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.cfg.task.calibration)}
+        rewards = {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.config.calibration)}
         if self.bfcl:
-            rewards.update(make_bfcl_rewards(self.cfg.task.strict_format))
+            rewards.update(make_bfcl_rewards(self.config.strict_format))
         return rewards
 
-    def score(self, completion: str, row: dict) -> dict[str, float]:
+    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+        return [self.score_one(c, r) for c, r in zip(completions, rows)]
+
+    def score_one(self, completion: str, row: dict) -> dict[str, float]:
         scores = score_completion(completion, row["answer"], row.get("possible_boxed_answers"))
         if self.bfcl:
             bfcl_scores = score_case(_plain_text(completion), json.loads(row["bfcl_functions"]),
-                                     json.loads(row["bfcl_ground_truth"]), self.cfg.task.strict_format)
+                                     json.loads(row["bfcl_ground_truth"]), self.config.strict_format)
             bfcl_scores.pop("error_type")
             scores.update(bfcl_scores)
         if self.calibrated:
@@ -121,12 +124,12 @@ class FunctionCallTask(Task):
             raise DataValidationError(source, index, "completion", f"(line {line_no}) expected a string, got "
                                                                    f"{type(completion).__name__}")
         scores = score_case(_plain_text(completion), case["function"], case["ground_truth"],
-                            self.cfg.task.strict_format)
+                            self.config.strict_format)
         return {"valid": scores["bfcl_ast"] == 1.0, **scores, "category": case["category"]}
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
         """``task.data.extra_test_path`` scored beside the held-out split, at every evaluation."""
-        data_cfg = self.cfg.task.data
+        data_cfg = self.config.data
         if not data_cfg.extra_test_path:
             return {}
         from ao_calib import distributed
@@ -135,7 +138,7 @@ class FunctionCallTask(Task):
         rows = self._extra_rows()
         if data_cfg.extra_test_samples and data_cfg.extra_test_samples < len(rows):
             # a seeded sample in file order: the first rows of a folder are all of one category
-            keep = sorted(random.Random(self.cfg.eval.get("seed", 0)).sample(range(len(rows)),
+            keep = sorted(random.Random(self.context.eval_seed).sample(range(len(rows)),
                                                                              data_cfg.extra_test_samples))
             rows = [rows[i] for i in keep]
         completions = generate(rows, desc=f"{tag}_extra")
@@ -146,8 +149,8 @@ class FunctionCallTask(Task):
         return {"extra_test": {"path": str(data_cfg.extra_test_path), "num_samples": len(rows), "metrics": metrics}}
 
     def _extra_rows(self) -> list[dict]:
-        path = self.cfg.task.data.extra_test_path
-        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        path = self.config.data.extra_test_path
+        suffix = self.config.confidence_instruction if self.calibrated else ""
         if self.bfcl:
             return [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
         return _as_chat_dataset(load_rows(path), suffix).to_list()

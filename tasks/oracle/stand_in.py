@@ -19,11 +19,11 @@ import shutil
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from ao_calib import models
 from ao_calib.errors import AOCalibError
+from ao_calib.settings import plain
 from ao_calib.steering import steer
 from ao_calib.steering.activations import PositionRule, extract_activations, layer_indices
 from ao_calib.trainers.sft import end_of_turn
@@ -36,35 +36,37 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 2  # bump when the recipe below changes, so cached stand-ins are rebuilt
 
 
-def stand_in_spec(cfg: DictConfig) -> dict:
-    """Everything the stand-in depends on; its hash names the cache folder."""
-    task = cfg.task
+def stand_in_spec(task, model) -> dict:
+    """Everything the stand-in depends on (the oracle task's settings, the model's); its hash names the cache
+    folder."""
     return {
         "version": FORMAT_VERSION,
-        "tiny": OmegaConf.to_container(cfg.model.tiny, resolve=True),
-        "lora": OmegaConf.to_container(cfg.model.lora, resolve=True),
-        "stand_in": OmegaConf.to_container(task.stand_in, resolve=True),
+        "tiny": plain(model.tiny),
+        "lora": plain(model.lora),
+        "stand_in": plain(task.stand_in),
         "layer_percents": list(task.layer_percents),
-        "injection": [task.injection_layer, cfg.model.steering_mode, task.steering_coefficient],
-        "activations": OmegaConf.to_container(task.activations, resolve=True),
+        "injection": [task.injection_layer, model.steering_mode, task.steering_coefficient],
+        "activations": plain(task.activations),
         "kinds": list(task.data.generate.kinds),
-        "chat_template_kwargs": OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
+        "chat_template_kwargs": plain(model.chat_template_kwargs),
     }
 
 
-def ensure_stand_in_oracle(cfg: DictConfig) -> Path:
-    """The stand-in adapter's folder for this run config, built on first use."""
-    if cfg.model.tiny is None:
+def ensure_stand_in_oracle(task, context) -> Path:
+    """The stand-in adapter's folder for this oracle task (``task``: its settings; ``context``: the run's
+    ``TaskContext``), built on first use."""
+    model = context.model
+    if model.tiny is None:
         raise AOCalibError(f"task.stand_in.enabled=true builds a stand-in oracle for tiny models only; with "
-                           f"model={cfg.model.name} set model.ao_lora_id to a pretrained Activation Oracle adapter")
-    spec = stand_in_spec(cfg)
+                           f"model={model.name} set model.ao_lora_id to a pretrained Activation Oracle adapter")
+    spec = stand_in_spec(task, model)
     key = hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    folder = Path(cfg.paths.cache_dir) / "stand_in_oracles" / key
+    folder = Path(context.cache_dir) / "stand_in_oracles" / key
     if (folder / "adapter_model.safetensors").is_file():
         return folder
     building = folder.with_name(f"{key}.building-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
-    _train(cfg, building)
+    _train(task, context, building)
     (building / "stand_in.json").write_text(json.dumps(spec, indent=1, sort_keys=True))
     try:
         building.rename(folder)  # atomic: a concurrent builder's finished folder is kept, this one discarded
@@ -74,13 +76,13 @@ def ensure_stand_in_oracle(cfg: DictConfig) -> Path:
     return folder
 
 
-def _train(cfg: DictConfig, out: Path) -> None:
-    task, settings = cfg.task, cfg.task.stand_in
+def _train(task, context, out: Path) -> None:
+    settings, model_cfg = task.stand_in, context.model
     torch.manual_seed(settings.seed)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source, cfg.model)
-    model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer)
-    chat_kwargs = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
+    source = models.model_source(model_cfg, context.cache_dir)
+    tokenizer = models.load_tokenizer(source, model_cfg)
+    model = models.attach_lora(models.load_base_model(model_cfg, source), model_cfg, context.lora_overrides)
+    chat_kwargs = plain(model_cfg.chat_template_kwargs)
     rows, _ = generate_splits(settings.n_prompts, 1, 3, list(task.data.generate.kinds), settings.seed + 1000)
     layers = layer_indices(model.config.get_text_config().num_hidden_layers, task.layer_percents)
     acts = task.activations
@@ -114,7 +116,7 @@ def _train(cfg: DictConfig, out: Path) -> None:
         input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=device)
         label_ids = torch.tensor([x + [-100] * (width - len(x)) for x in labels], device=device)
         attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=device)
-        with steer(model, vecs, positions, layer=task.injection_layer, mode=cfg.model.steering_mode,
+        with steer(model, vecs, positions, layer=task.injection_layer, mode=model_cfg.steering_mode,
                    coefficient=task.steering_coefficient, check_token_id=placeholder):
             loss = model(input_ids=input_ids, attention_mask=attention, labels=label_ids).loss
         loss.backward()

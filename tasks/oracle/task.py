@@ -12,8 +12,6 @@ from pathlib import Path
 import datasets
 import torch
 
-from omegaconf import OmegaConf
-
 from ao_calib import distributed
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, scored_confidence, tagged_reward
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
@@ -26,7 +24,7 @@ from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
                                            layer_indices)
-from ao_calib.task_api import Task, TaskData
+from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, calibration_figures
 
 from .classification import load_suite
 from .config import OracleTaskConfig
@@ -43,9 +41,10 @@ class OracleTask(Task):
     config_class = OracleTaskConfig
     headline_metric = "correct"
     prediction_columns = ("question", "kind", "source_id", "readable")
+    injects_activations = True
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def __init__(self, config: OracleTaskConfig, context: TaskContext):
+        super().__init__(config, context)
         self._validation_rows: list[dict] = []  # generated data's validation split (raw rows), for baselines
         self._center: dict[int, torch.Tensor] = {}  # task.activations.center: the training mean per layer
         self._test_rows: list[dict] = []
@@ -57,40 +56,35 @@ class OracleTask(Task):
     @property
     def data_seed(self) -> int:
         """The generator's seed: ``task.data.generate.seed`` when set, else the run's ``trainer.seed``."""
-        seed = self.cfg.task.data.generate.seed
-        return int(self.cfg.trainer.seed if seed is None else seed)
+        seed = self.config.data.generate.seed
+        return int(self.context.seed if seed is None else seed)
 
-    def pretrained_adapter(self) -> str | None:
-        if self.cfg.task.stand_in.enabled:
+    def requirements(self, need_adapter: bool = True) -> TaskRequirements:
+        """The pretrained oracle adapter (a stand-in built here for a tiny model) and WildChat's hub data set."""
+        adapter = None
+        if need_adapter and self.config.stand_in.enabled:
             from .stand_in import ensure_stand_in_oracle
 
-            return str(ensure_stand_in_oracle(self.cfg))
-        return self.cfg.model.ao_lora_id
-
-    def steering(self) -> ActivationSteering | None:
-        return self._steering
-
-    def hub_datasets(self) -> list[str]:
-        path = self.cfg.task.data.path
-        return [path] if path and not Path(path).exists() else []
+            adapter = str(ensure_stand_in_oracle(self.config, self.context))
+        elif need_adapter:
+            adapter = self.context.model.ao_lora_id
+        path = self.config.data.path
+        return TaskRequirements(adapter=adapter, hub_datasets=(path,) if path and not Path(path).exists() else ())
 
     def judge_prompt(self) -> str:
         return JUDGE_PROMPT
 
-    def eval_variants(self) -> list[str]:
-        return (["control"] if self.cfg.task.eval_control else []) + (["none"] if self.cfg.task.eval_none else [])
-
     # ------------------------------------------------------------------------------------------ data
 
     def build_data(self, tokenizer, model) -> TaskData:
-        tcfg = self.cfg.task
+        tcfg = self.config
         train_rows, test_rows = self._rows()
         if tcfg.data.max_train_samples:
             train_rows = train_rows[: tcfg.data.max_train_samples]
         num_layers = model.config.get_text_config().num_hidden_layers
-        if num_layers != self.cfg.model.num_hidden_layers:
+        if num_layers != self.context.model.num_hidden_layers:
             log.warning("model.num_hidden_layers=%d but the loaded model has %d; using %d",
-                        self.cfg.model.num_hidden_layers, num_layers, num_layers)
+                        self.context.model.num_hidden_layers, num_layers, num_layers)
         layers = layer_indices(num_layers, tcfg.layer_percents)
         self._layers = layers
         self._model, self._tokenizer = model, tokenizer  # judge=local grades with the base model
@@ -103,7 +97,7 @@ class OracleTask(Task):
                             for layer in layers}
             store = {aid: self._centered(vectors) for aid, vectors in store.items()}
         self._steering = ActivationSteering(store, placeholder_token_id(tokenizer), layer=tcfg.injection_layer,
-                                            mode=self.cfg.model.steering_mode,
+                                            mode=self.context.model.steering_mode,
                                             coefficient=tcfg.steering_coefficient)
         rng = random.Random(self.data_seed)
         train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
@@ -111,10 +105,12 @@ class OracleTask(Task):
         self._test_rows = test
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
                  len(train), len(test), layers, self.extraction.texts, self.extraction.cache_hits)
-        return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test))
+        conditions = (("control",) if tcfg.eval_control else ()) + (("none",) if tcfg.eval_none else ())
+        return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test),
+                        steering=self._steering, conditions=conditions)
 
     def _rows(self) -> tuple[list[dict], list[dict]]:
-        data = self.cfg.task.data
+        data = self.config.data
         if data.path:
             train, test = self._wildchat_rows()
         elif data.train_path:
@@ -140,17 +136,18 @@ class OracleTask(Task):
 
     def _check_judge_only_setup(self) -> None:
         """Rows without reference answers (WildChat, or task.data.withhold_answers) are scored by a judge alone."""
-        cfg = self.cfg
-        if cfg.judge.name in ("none", "label"):
-            raise AOCalibError(f"task.data: these questions have no reference answers, so judge={cfg.judge.name} "
-                               "cannot score them: use judge=litellm (or judge=local)")
-        if cfg.trainer.name == "sft" or (cfg.warmup is not None and cfg.warmup.name != "format"):
+        judge = self.context.judge
+        if judge is None or judge.name == "label":
+            raise AOCalibError(f"task.data: these questions have no reference answers, so "
+                               f"judge={'none' if judge is None else judge.name} cannot score them: use "
+                               "judge=litellm (or judge=local)")
+        if "sft" in self.context.stages:  # an SFT trainer or warm-up (the format warm-up is named "format")
             raise AOCalibError("task.data: these questions have no reference answers to imitate: use "
                                "warmup=format (the oracle's own answers, tagged) and an RL trainer, not SFT")
 
     def _wildchat_rows(self) -> tuple[list[dict], list[dict]]:
         """WildChat prompts split into train/test by prompt; answers are unknown (None) and left to the judge."""
-        data = self.cfg.task.data
+        data = self.config.data
         rows = [{**r, "answer": None, "kind": r["question_type"]}
                 for r in load_wildchat(data.path, strict=data.strict).to_list()]
         prompts = sorted({r["prompt"] for r in rows}, key=activation_id)  # a stable, content-keyed shuffle
@@ -158,10 +155,10 @@ class OracleTask(Task):
         return [r for r in rows if r["prompt"] not in test], [r for r in rows if r["prompt"] in test]
 
     def _extract(self, prompts: set[str], tokenizer, model, layers: list[int]) -> dict:
-        acfg = self.cfg.task.activations
+        acfg = self.config.activations
         rule = PositionRule(acfg.positions, k=acfg.k, window_min=acfg.window_min, window_max=acfg.window_max)
-        model_id = f"{model.config._name_or_path or self.cfg.model.hub_id}:{model.dtype}"
-        cache = ActivationCache(Path(self.cfg.paths.cache_dir) / "activations", model_id) if acfg.cache else None
+        model_id = f"{model.config._name_or_path or self.context.model.hub_id}:{model.dtype}"
+        cache = ActivationCache(Path(self.context.cache_dir) / "activations", model_id) if acfg.cache else None
         ordered = sorted(prompts)
         acts = extract_activations(model, tokenizer, ordered, layers, rule, batch_size=acfg.batch_size, cache=cache,
                                    stats=self.extraction)
@@ -176,8 +173,8 @@ class OracleTask(Task):
     def _oracle_row(self, row: dict, store: dict, layers: list[int], rng: random.Random) -> dict:
         aid = activation_id(row["prompt"])
         layer = rng.choice(layers)
-        confidence = rng.choice(list(self.cfg.task.sft_confidences))
-        question = row["question"] + (CONFIDENCE_INSTRUCTION if self.cfg.task.prompt.confidence_instruction else "")
+        confidence = rng.choice(list(self.config.sft_confidences))
+        question = row["question"] + (CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else "")
         return {
             "prompt": oracle_messages(layer, len(store[aid][layer]), question),
             "completion": format_epistemic_status(confidence, row["answer"] or ""),
@@ -195,41 +192,39 @@ class OracleTask(Task):
 
     def judge(self):
         """The run's judge (built once; judge=local grades with the base model)."""
-        if self.cfg.judge.get("_target_") is None:
+        if self.context.judge is None:
             raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
                                "or judge=litellm")
         if self._judge is None:
             context = JudgeContext(model=getattr(self, "_model", None), tokenizer=getattr(self, "_tokenizer", None),
-                                   chat_template_kwargs=OmegaConf.to_container(self.cfg.model.chat_template_kwargs,
-                                                                               resolve=True),
+                                   chat_template_kwargs=dict(self.context.model.chat_template_kwargs),
                                    default_prompt=self.judge_prompt())
-            self._judge = build_judge(self.cfg.judge, context)
+            self._judge = build_judge(self.context.judge, context)
         return self._judge
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        return {"calibration": make_oracle_reward(self.judge(), self.cfg.task.calibration)}
+        return {"calibration": make_oracle_reward(self.judge(), self.config.calibration)}
 
     def summary(self) -> dict:
         return {"judge": self._judge.totals()} if self._judge else {}
 
-    def score(self, completion: str, row: dict) -> dict[str, float]:
-        if row["answer"] is None:
-            return self.score_batch([completion], [row])[0]
+    def score_one(self, completion: str, row: dict) -> dict[str, float]:
+        """One completion of a row with a reference answer, against it."""
         status = parse_epistemic_status(completion)
         correct = float(yes_no(status.answer) == yes_no(row["answer"]))
         return {
             "correct": correct,
             "confidence": status.confidence / 100 if status.parsed else None,  # null: no tag, counted as 0.5
             "parsed": float(status.parsed),
-            "calibration_reward": tagged_reward(correct, status, self.cfg.task.calibration),
+            "calibration_reward": tagged_reward(correct, status, self.config.calibration),
         }
 
-    def score_batch(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
         """Rows with a reference answer are scored against it; the others (WildChat) by the judge, in one batched
         call through its cache, so re-evaluating the same answers costs no judge call. A masked judgment leaves
         the sample out of the calibration figures and is counted (``judge_failed``)."""
         judged = [i for i, r in enumerate(rows) if r["answer"] is None]
-        scores = [None if r["answer"] is None else self.score(c, r) for c, r in zip(completions, rows)]
+        scores = [None if r["answer"] is None else self.score_one(c, r) for c, r in zip(completions, rows)]
         if not judged:
             return scores
         statuses = {i: parse_epistemic_status(completions[i]) for i in judged}
@@ -241,7 +236,7 @@ class OracleTask(Task):
                 scores[i] = {**base, "judge_failed": 1.0}
             else:
                 scores[i] = {**base, "informativeness": info, "correct": float(info >= CORRECT_AT),
-                             "calibration_reward": tagged_reward(info, status, self.cfg.task.calibration),
+                             "calibration_reward": tagged_reward(info, status, self.config.calibration),
                              "judge_failed": 0.0}
         return scores
 
@@ -270,29 +265,28 @@ class OracleTask(Task):
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
-            if not self.cfg.task.sft_readable_only:
+            if not self.config.sft_readable_only:
                 return data
             train = data.train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
             log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
                      len(train), len(data.train))
-            return TaskData(train=train, test=data.test)
+            return data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
 
         rows = data.train.to_list()[: stage.num_questions or None]
         raw = distributed.map_split(lambda share: generate_completions(
-            model, tokenizer, share, chat_template_kwargs=OmegaConf.to_container(
-                self.cfg.model.chat_template_kwargs, resolve=True), max_new_tokens=stage.max_new_tokens,
+            model, tokenizer, share, chat_template_kwargs=dict(self.context.model.chat_template_kwargs), max_new_tokens=stage.max_new_tokens,
             batch_size=stage.generation_batch_size, steering=self._steering, desc="format warm-up: own answers"), rows)
         # Judged, written and printed once; every process trains on the same targets.
         targets = distributed.on_main(lambda: self._format_targets(stage, rows, raw, run_dir))
-        return TaskData(train=datasets.Dataset.from_list(targets), test=data.test)
+        return data.with_train(datasets.Dataset.from_list(targets))
 
     def _format_targets(self, stage, rows: list[dict], raw: list[str], run_dir: RunDir) -> list[dict]:
         answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
         kept = [(r, a) for r, a in zip(rows, answers) if a]
         source = str(getattr(stage.confidence, "value", stage.confidence))
         if source == "auto":
-            source = "kind_mean" if self.cfg.judge.get("_target_") is not None else "spread"
+            source = "kind_mean" if self.context.judge is not None else "spread"
         if source in ("judge", "kind_mean"):
             infos = self.judge_answers([r for r, _ in kept], [a for _, a in kept])
             if source == "kind_mean":
@@ -305,7 +299,7 @@ class OracleTask(Task):
                                for c in confidences]
         else:
             rng = random.Random(stage.seed)
-            confidences = [rng.choice(list(self.cfg.task.sft_confidences)) for _ in kept]
+            confidences = [rng.choice(list(self.config.sft_confidences)) for _ in kept]
         targets = [{**r, "completion": format_epistemic_status(c, a)}
                    for (r, a), c in zip(kept, confidences) if c is not None]
         if not targets:
@@ -331,7 +325,7 @@ class OracleTask(Task):
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         out = self._logprob_platt_baseline(model, tokenizer, generate, run_dir, tag)
-        ccfg = self.cfg.task.classification
+        ccfg = self.config.classification
         if not ccfg.enabled:
             return out
         return {**out, **self._classification(model, tokenizer, generate, run_dir, tag)}
@@ -347,8 +341,8 @@ class OracleTask(Task):
 
         from .baselines import own_answer_probabilities
 
-        if (tag != RunDir.FINAL or not self._validation_rows or self.cfg.task.data.eval_split != "test"
-                or not self.cfg.task.baselines_logprob_platt):
+        if (tag != RunDir.FINAL or not self._validation_rows or self.config.data.eval_split != "test"
+                or not self.config.baselines_logprob_platt):
             return {}
         if distributed.is_distributed() and distributed.sharded():
             log.warning("baselines.logprob_platt: skipped under a sharded model (it scores on the main process)")
@@ -362,8 +356,8 @@ class OracleTask(Task):
         completions = generate(validation, desc=f"{tag}/validation (Platt fit)")
 
         def fit_and_apply() -> dict:
-            template = OmegaConf.to_container(self.cfg.model.chat_template_kwargs, resolve=True)
-            correct = [self.score(c, r)["correct"] for c, r in zip(completions, validation)]
+            template = dict(self.context.model.chat_template_kwargs)
+            correct = [s["correct"] for s in self.score(completions, validation)]
             if len(set(correct)) < 2:
                 log.warning("baselines.logprob_platt: the validation answers are all right or all wrong; skipped")
                 return {}
@@ -392,7 +386,7 @@ class OracleTask(Task):
         return distributed.on_main(fit_and_apply)
 
     def _classification(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        ccfg = self.cfg.task.classification
+        ccfg = self.config.classification
         suite, skipped = load_suite(list(ccfg.datasets), ccfg.data_dir, ccfg.n_per_dataset, ccfg.seed)
         for name, reason in skipped.items():
             log.warning("classification eval: %s skipped: %s", name, reason)
@@ -400,15 +394,15 @@ class OracleTask(Task):
         for name, rows in suite.items():
             oracle_rows = self.oracle_rows(rows, tokenizer, model, seed=ccfg.seed)
             completions = generate(oracle_rows, desc=f"{tag}/{name}")
-            scores = [self.score(c, r) for c, r in zip(completions, oracle_rows)]
+            scores = self.score(completions, oracle_rows)
             controls = [None] * len(oracle_rows)
-            if self.cfg.task.eval_control and all(r["control_activation_id"] for r in oracle_rows):
+            if self.config.eval_control and all(r["control_activation_id"] for r in oracle_rows):
                 controls = generate(oracle_rows, condition="other", desc=f"{tag}/{name}_control")
             pooled += scores
             results[name] = _calibration_of(scores)
             if controls[0] is not None:
                 results[name]["control_accuracy"] = sum(
-                    self.score(c, r)["correct"] for c, r in zip(controls, oracle_rows)) / len(oracle_rows)
+                    s["correct"] for s in self.score(controls, oracle_rows)) / len(oracle_rows)
             records += [{"dataset": name, "question": r["question"], "expected": r["answer"],
                          "source_layer": r["source_layer"], "activation_id": r["activation_id"],
                          "control_activation_id": r["control_activation_id"], "completion": c, "scores": sc,
@@ -433,8 +427,8 @@ class OracleTask(Task):
         if not scored:
             return {"parse_rate": parse_rate, "judge_failed": failed, "accuracy": float("nan")}
         outcomes = [r["scores"]["informativeness"] if judged else r["scores"]["correct"] for r in scored]
-        metrics = self.calibration_metrics(scored, [scored_confidence(r["scores"]["confidence"]) for r in scored],
-                                           outcomes, run_dir, tag)
+        metrics = calibration_figures(scored, [scored_confidence(r["scores"]["confidence"]) for r in scored],
+                                      outcomes, run_dir, tag)
         metrics["parse_rate"] = parse_rate
         metrics["calibration_reward"] = sum(r["scores"]["calibration_reward"] for r in scored) / len(scored)
         if judged:

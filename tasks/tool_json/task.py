@@ -27,9 +27,10 @@ class ToolJsonTask(Task):
     config_class = ToolJsonTaskConfig
     headline_metric = "args_reward"  # 1.0 when the call (or final answer) is semantically right
     calibrated_reward = "calibrated_args"  # reward=calibrated_tool_json
+    reference_column = "completion"  # the expected JSON output
 
     def build_data(self, tokenizer, model=None) -> TaskData:
-        data = self.cfg.task.data
+        data = self.config.data
         if data.train_path:
             if not data.test_path:
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
@@ -42,8 +43,8 @@ class ToolJsonTask(Task):
         return TaskData(train=self._dataset(train), test=self._dataset(val))
 
     def _generated_files(self) -> tuple[Path, Path]:
-        gen = self.cfg.task.data.generate
-        folder = Path(self.cfg.paths.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{gen.seed}"
+        gen = self.config.data.generate
+        folder = Path(self.context.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{gen.seed}"
 
         def build() -> list[str]:
             return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, gen.seed, gen.test_fraction)]
@@ -52,7 +53,7 @@ class ToolJsonTask(Task):
         return train_path, val_path
 
     def _dataset(self, rows: list[dict]) -> datasets.Dataset:
-        suffix = self.cfg.task.confidence_instruction if self.calibrated else ""
+        suffix = self.config.confidence_instruction if self.calibrated else ""
         out = []
         for row in rows:
             chat = messages(row)
@@ -63,14 +64,14 @@ class ToolJsonTask(Task):
         return datasets.Dataset.from_list(out)
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.cfg.task.calibration)}
+        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.config.calibration)}
 
-    def score(self, completion: str, row: dict) -> dict[str, float]:
+    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+        return [self.score_one(c, r) for c, r in zip(completions, rows)]
+
+    def score_one(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)
         scores = score_completion(status.answer if status.parsed else completion, row)
         if self.calibrated:
             scores["confidence"] = status.confidence / 100
         return scores
-
-    def reference_output(self, row: dict) -> str:
-        return row["completion"]

@@ -6,6 +6,7 @@ files with bad bytes or missing, and over-long prompts."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import json
 import os
@@ -306,7 +307,7 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
                    ["input_ids"]) for p in cut.train["prompt"]]
     assert max(lengths) <= 256
     with pytest.raises(AOCalibError, match="activation placeholders"):
-        guard_prompts(data, tiny_tokenizer, 256, "truncate", kwargs, steered=True)
+        guard_prompts(dataclasses.replace(data, steering=object()), tiny_tokenizer, 256, "truncate", kwargs)
 
 # ------------------------------------------------------------------------------------------------ signals
 
