@@ -129,11 +129,23 @@ def group_rows(group: str, schemas: dict[str, type]) -> list[SettingRow]:
             default = next(iter(defaults.values()))
         else:
             default = "; ".join(f"{option}: {value}" for option, value in defaults.items())
-        text = next((t for _, t, _ in per_option.values() if t), "")
-        allowed = next((a for _, _, a in per_option.values() if a), "")
+        text, allowed = (_per_option({option: values[i] for option, values in per_option.items()})
+                         for i in (1, 2))
         options = [] if len(per_option) == len(schemas) else list(per_option)
         rows.append(SettingRow(key, default, options, text, allowed))
     return rows
+
+
+def _per_option(values: dict[str, str]) -> str:
+    """One text where every option that states it agrees; else each option's own, named (a key several tasks share,
+    e.g. ``task.data.generate.seed``, means something different in each)."""
+    options_of: dict[str, list[str]] = {}
+    for option, value in values.items():
+        if value:
+            options_of.setdefault(value, []).append(option)
+    if len(options_of) <= 1:
+        return next(iter(options_of), "")
+    return " ".join(f"{', '.join(options)}: {value}" for value, options in options_of.items())
 
 
 def plugin_schemas(group: str, conf_dir: Path | None = None) -> dict[str, type]:

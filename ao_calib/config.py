@@ -627,6 +627,16 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     return cfg
 
 
+def typed(node, schema: type):
+    """A config node as an instance of ``schema``: converted as it is when composed against that schema, else
+    (a saved run's config, read back as plain YAML) merged over the schema's defaults first."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.get_type(node) is not schema:
+        node = OmegaConf.merge(OmegaConf.structured(schema), node)
+    return OmegaConf.to_object(node)
+
+
 def load_run_config(path):
     """A saved run's config (``config.yaml`` or Hydra's ``.hydra/config.yaml``), with its plug-in groups typed."""
     from omegaconf import OmegaConf

@@ -69,7 +69,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         tokenizer = models.load_tokenizer(source, cfg.model)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora, adapter)
         # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
-        model = sharding.prepare(model, uses_bf16(cfg))
+        model = sharding.prepare(model, uses_bf16(cfg.model))
         summary.model = models.describe(model, cfg.model, source)
         data, prompts_over = guard_prompts(
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
@@ -80,8 +80,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if distributed.is_main():
             summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
-        setup = TrainerSetup(cfg, model, tokenizer, data, run_dir, schedule, reward_fns, data.steering,
-                             report_to_wandb=summary.wandb_run_id is not None)
+        setup = TrainerSetup(cfg.model, model, tokenizer, data, run_dir, schedule, reward_fns, data.steering,
+                             report_to_wandb=summary.wandb_run_id is not None, seed=cfg.trainer.seed)
         evaluate_as = functools.partial(evaluate, task, model, tokenizer, data, **_eval_kwargs(cfg, run_dir))
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:

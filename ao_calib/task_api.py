@@ -67,15 +67,18 @@ class TaskContext:
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
+        from ao_calib.config import LoraOverrideConfig, ModelConfig, typed
+
         reward = cfg.get("reward")
         names = frozenset() if reward is None else frozenset(
             set(reward.weights) | {n for phase in reward.phases for n in phase.weights})
         judge = cfg.get("judge")
         stages = tuple(stage.name for stage in (cfg.get("warmup"), cfg.trainer) if stage is not None)
-        return cls(model=OmegaConf.to_object(cfg.model), seed=int(cfg.trainer.seed), cache_dir=str(cfg.paths.cache_dir),
+        return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed), cache_dir=str(cfg.paths.cache_dir),
                    reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),
-                   eval_seed=int(cfg.eval.get("seed", 0)), lora_overrides=OmegaConf.to_object(cfg.trainer.lora))
+                   eval_seed=int(cfg.eval.get("seed", 0)),
+                   lora_overrides=typed(cfg.trainer.lora, LoraOverrideConfig))
 
 
 class Task(ABC):

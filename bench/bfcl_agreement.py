@@ -170,7 +170,7 @@ def variants(case: dict, rng: random.Random) -> list[tuple[str, str]]:
             calls = good[:]
             calls[i] = (name, new_args)
             return calls_text(calls)
-        out.append((f"extra param", with_args({**args, "extra_param": 1})))
+        out.append(("extra param", with_args({**args, "extra_param": 1})))
         unknown = [p for p in props if p not in args]
         if unknown:
             out.append(("unrequested schema param", with_args({**args, unknown[0]: resolved_default(props[unknown[0]])})))

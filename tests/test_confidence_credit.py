@@ -102,8 +102,8 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
     overrides = ["experiment=oracle_tiny", "task.calibration.credit=group", "warmup.max_steps=30", "warmup.lr=3e-3",
                  "warmup.batch_size=8", "trainer.max_steps=2", "trainer.batch_size=4", "trainer.num_generations=4",
                  "trainer.temperature=1.0"]
-    setup = build_setup(tmp_path, overrides)
-    build_trainer(setup, setup.cfg.warmup, "warmup").train()
+    setup, cfg = build_setup(tmp_path, overrides)
+    build_trainer(setup, cfg.warmup, "warmup").train()
 
     seen = []
     trl_loss = trl.GRPOTrainer._compute_loss
@@ -114,7 +114,7 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
         return trl_loss(self, model, inputs)
 
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", record)
-    trainer = build_trainer(setup, setup.cfg.trainer)
+    trainer = build_trainer(setup, cfg.trainer)
     trainer.train()
     assert seen
     numbers = 0

@@ -167,8 +167,8 @@ ORACLE = ["experiment=oracle_tiny", "task.activations.positions=window", "task.a
 
 
 def build(tmp_path, overrides):
-    setup = build_setup(tmp_path, overrides)
-    return build_trainer(setup, setup.cfg.trainer), setup.steering, setup.data
+    setup, cfg = build_setup(tmp_path, overrides)
+    return build_trainer(setup, cfg.trainer), setup.steering, setup.data
 
 
 def rollouts(trainer, rows, fast_path: bool, seed: int = 5):

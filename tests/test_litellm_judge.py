@@ -22,8 +22,8 @@ from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 from ao_calib.errors import AOCalibError
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.cache import JudgmentCache, judgment_key
-from ao_calib.judges.litellm_judge import (PLACEHOLDER_API_KEY, LiteLLMJudge, import_litellm, parse_score,
-                                          register_free_if_unpriced)
+from ao_calib.judges.litellm_judge import LiteLLMJudge, parse_score
+from ao_calib.judges.requests import PLACEHOLDER_API_KEY, import_litellm, register_free_if_unpriced
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ao_calib.judges.litellm_judge import PLACEHOLDER_API_KEY
+from ao_calib.judges.requests import PLACEHOLDER_API_KEY
 from ao_calib_tasks.oracle.data import load_wildchat
 from ao_calib_tasks.oracle.make_questions import (QuestionCache, QuestionWriter, main, make_questions, parse_questions,
                                          question_key, read_prompts)

@@ -27,8 +27,8 @@ PPO_OVERRIDES = ["task=oracle", "model=tiny_qwen3", "trainer=ppo", "judge=label"
                  "trainer.max_completion_length=8", "trainer.save_steps=1000"]
 
 
-def build_setup(tmp_path, overrides) -> TrainerSetup:
-    """What a run builds its trainers from, for these overrides, writing into ``tmp_path``."""
+def build_setup(tmp_path, overrides) -> tuple[TrainerSetup, object]:
+    """What a run builds its trainers from, for these overrides, writing into ``tmp_path``; and the config."""
     cfg = compose_run_config(list(overrides))
     task = build_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
@@ -37,12 +37,13 @@ def build_setup(tmp_path, overrides) -> TrainerSetup:
     data = task.build_data(tokenizer, model)
     reward_fns = task.reward_functions()
     schedule = build_reward_schedule(cfg.reward, reward_fns)
-    return TrainerSetup(cfg, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, data.steering)
+    return TrainerSetup(cfg.model, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, data.steering,
+                        seed=cfg.trainer.seed), cfg
 
 
 def build(tmp_path, overrides=(), base=OVERRIDES):
-    setup = build_setup(tmp_path, [*base, *overrides])
-    return build_trainer(setup, setup.cfg.trainer), setup.steering
+    setup, cfg = build_setup(tmp_path, [*base, *overrides])
+    return build_trainer(setup, cfg.trainer), setup.steering
 
 
 def test_every_pass_injects_at_placeholders_through_shuffles_and_splits(tmp_path):

@@ -69,7 +69,7 @@ def compose_ppo(tmp_path, *overrides):
 def ppo_args(cfg, out, weights):
     """PPOConfig for ``cfg.trainer``, writing checkpoints under ``out/checkpoints``, with these reward weights."""
     schedule = RewardSchedule(tuple(f"r{i}" for i in range(len(weights))), (RewardPhase(None, tuple(weights)),))
-    return build_ppo_config(TrainerSetup(cfg, None, None, None, RunDir(out), schedule), cfg.trainer)
+    return build_ppo_config(TrainerSetup(cfg.model, None, None, None, RunDir(out), schedule), cfg.trainer)
 
 
 def test_config_samples_once_per_prompt_and_maps_epochs_and_minibatches(tmp_path):

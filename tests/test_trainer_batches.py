@@ -30,11 +30,11 @@ def test_the_model_cap_takes_the_largest_divisor_of_the_step_under_it():
 def test_smollm2_caps_every_trainer_and_the_key_overrides_it():
     cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
     assert cfg.model.max_micro_batch_size == 4
-    assert stage_batches(cfg, cfg.trainer) == (4, cfg.trainer.batch_size * cfg.trainer.num_generations // 4)
+    assert stage_batches(cfg.model, cfg.trainer) == (4, cfg.trainer.batch_size * cfg.trainer.num_generations // 4)
     cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "trainer.micro_batch_size=8"])
-    assert stage_batches(cfg, cfg.trainer)[0] == 8
+    assert stage_batches(cfg.model, cfg.trainer)[0] == 8
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3"])
-    assert cfg.model.max_micro_batch_size is None and stage_batches(cfg, cfg.trainer)[1] == 1
+    assert cfg.model.max_micro_batch_size is None and stage_batches(cfg.model, cfg.trainer)[1] == 1
     with pytest.raises(AOCalibError, match="model.max_micro_batch_size"):
         from ao_calib.config import check_values
 

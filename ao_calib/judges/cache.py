@@ -25,30 +25,47 @@ def judgment_key(model: str, prompt_text: str, question: str, answer: str) -> st
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class JudgmentCache:
-    """``get(key) -> float | None`` and ``put(key, score, raw)``; scores are normalised to [0, 1]."""
+class KeyedFileCache:
+    """One JSON file per key, ``<directory>/<key[:2]>/<key>.json``, holding ``{"key": key, ...fields}``: ``read``
+    returns the fields of a whole entry stored under that very key (None on a miss, an unreadable file or one
+    holding another key), ``write`` moves a whole entry into place. Subclasses check what their entries hold."""
 
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory).expanduser()
         self.directory.mkdir(parents=True, exist_ok=True)
 
-    key = staticmethod(judgment_key)
-
     def path(self, key: str) -> Path:
         if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
-            raise ValueError(f"not a judgment key: {key!r}")
+            raise ValueError(f"not a cache key: {key!r}")
         return self.directory / key[:2] / f"{key}.json"
 
-    def get_entry(self, key: str) -> dict | None:
-        """The stored entry ``{"key", "score", "raw"}``, or None on a miss or an unreadable/invalid file."""
+    def read(self, key: str) -> dict | None:
         try:
             with open(self.path(key), encoding="utf-8") as f:
                 entry = json.load(f)
         except (OSError, ValueError):  # missing, unreadable, truncated or not JSON (UnicodeDecodeError included)
             return None
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            return None
-        score = entry.get("score")
+        return entry if isinstance(entry, dict) and entry.get("key") == key else None
+
+    def write(self, key: str, **fields) -> None:
+        atomic_write_text(self.path(key), json.dumps({"key": key, **fields}, ensure_ascii=False))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.directory.glob("??/*.json"))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.directory)!r})"
+
+
+class JudgmentCache(KeyedFileCache):
+    """``get(key) -> float | None`` and ``put(key, score, raw)``; scores are normalised to [0, 1]."""
+
+    key = staticmethod(judgment_key)
+
+    def get_entry(self, key: str) -> dict | None:
+        """The stored entry ``{"key", "score", "raw"}``, or None on a miss or an unreadable/invalid file."""
+        entry = self.read(key)
+        score = None if entry is None else entry.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             return None
         if not 0.0 <= score <= 1.0:
@@ -63,11 +80,4 @@ class JudgmentCache:
         score = float(score)
         if not (math.isfinite(score) and 0.0 <= score <= 1.0):
             raise ValueError(f"a cached score must be in [0, 1], got {score}")
-        target = self.path(key)
-        atomic_write_text(target, json.dumps({"key": key, "score": score, "raw": raw}, ensure_ascii=False))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self.directory.glob("??/*.json"))
-
-    def __repr__(self) -> str:
-        return f"JudgmentCache({str(self.directory)!r})"
+        self.write(key, score=score, raw=raw)

@@ -5,12 +5,9 @@ request, and the rest run concurrently under ``max_concurrency``. A request that
 5xx, a timeout, a lost connection) or whose reply holds no score is retried with exponential backoff; a judgment
 that still fails is ``None`` (the sample is masked), never 0.
 
-API keys come only from the environment, read by litellm itself; this module never reads, stores or logs one. For
-an ``openai/...`` model with ``api_base`` set and no ``OPENAI_API_KEY``, the placeholder key ``"not-needed"`` is
-sent, so local OpenAI-compatible servers (vLLM, llama.cpp, ...) work without one.
-
-litellm is imported lazily, on the first judge built, with its debug output off and the bundled model-cost map
-(no network fetch).
+API keys come only from the environment, read by litellm itself; this module never reads, stores or logs one
+(the requests themselves, their retries, the placeholder key for local servers and the cost of each reply:
+``ao_calib.judges.requests``). litellm is imported lazily, on the first judge built.
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
-import random
 import re
 import threading
 import time
@@ -33,11 +28,10 @@ from ao_calib.errors import AOCalibError
 from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
 from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.cache import JudgmentCache, judgment_key
+from ao_calib.judges.requests import RetryingRequests, describe_error, import_litellm
 
 log = logging.getLogger(__name__)
 
-PLACEHOLDER_API_KEY = "not-needed"
-_RETRYABLE_STATUS = {408, 409, 425, 429}
 
 # --------------------------------------------------------------------------------------------- parsing
 
@@ -68,70 +62,6 @@ def parse_score(text: str | None) -> float | None:
     if d <= 0 or not math.isfinite(v) or not 0.0 <= v <= d:
         return None
     return v / d
-
-
-# --------------------------------------------------------------------------------------------- litellm
-
-_litellm_lock = threading.Lock()
-
-
-def import_litellm():
-    """litellm, imported once, quietly: no debug hints, no telemetry, the bundled cost map."""
-    with _litellm_lock:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        litellm.suppress_debug_info = True
-        # litellm logs every request at INFO ("LiteLLM completion() model=..."), which floods a run's log.
-        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
-        if hasattr(litellm, "telemetry"):
-            litellm.telemetry = False
-        return litellm
-
-
-def _status_code(exc: BaseException) -> int | None:
-    code = getattr(exc, "status_code", None)
-    if code is None:
-        code = getattr(getattr(exc, "response", None), "status_code", None)
-    return code if isinstance(code, int) else None
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True for transient failures: 408/409/425/429, any 5xx, timeouts and connection errors; False for the rest
-    (400, 401, 403, 404, 422, bad parameters, bugs)."""
-    litellm = import_litellm()
-    if isinstance(exc, (litellm.Timeout, litellm.RateLimitError, litellm.InternalServerError,
-                        litellm.ServiceUnavailableError, litellm.BadGatewayError, litellm.APIConnectionError)):
-        return True
-    code = _status_code(exc)
-    if code is not None:
-        return code in _RETRYABLE_STATUS or code >= 500
-    return isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError, OSError))
-
-
-def describe_error(exc: BaseException) -> str:
-    """The exception's class and status code only: messages may quote request details. A connection that could
-    not be made is named as such: litellm files it under status 500, which would read as a server error."""
-    if _is_connection_error(exc):
-        return f"connection failed ({type(exc).__name__}: no answer from the server)"
-    code = _status_code(exc)
-    return type(exc).__name__ + (f" ({code})" if code is not None else "")
-
-
-# Transport errors that mean no connection was made. litellm wraps them (a refused connection arrives as an
-# InternalServerError, status 500), and its own APIConnectionError is also a catch-all, so the chain is read.
-_TRANSPORT_ERRORS = {("httpx", "ConnectError"), ("aiohttp.client_exceptions", "ClientConnectorError"),
-                     ("openai", "APIConnectionError")}
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, ConnectionError) or (type(exc).__module__, type(exc).__name__) in _TRANSPORT_ERRORS:
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 # --------------------------------------------------------------------------------------------- stats
@@ -166,93 +96,6 @@ class _Counters:
 
 
 # --------------------------------------------------------------------------------------------- judge
-
-
-def completion_kwargs(litellm, model: str, text: str, *, api_base: str | None, temperature: float, max_tokens: int,
-                      timeout_s: float) -> dict:
-    """Arguments for one ``litellm.acompletion`` call of a single user message. Retries are the caller's: no SDK
-    or litellm retries underneath. A local OpenAI-compatible server with no key in the environment gets a
-    placeholder key; a real key is only ever read by litellm from the environment."""
-    kwargs = dict(model=model, messages=[{"role": "user", "content": text}], temperature=temperature,
-                  max_tokens=max_tokens, timeout=timeout_s, max_retries=0, num_retries=0,
-                  drop_params=True)  # e.g. models that reject temperature
-    if api_base:
-        kwargs["api_base"] = api_base
-        if _is_openai_model(litellm, model) and not os.environ.get("OPENAI_API_KEY"):
-            kwargs["api_key"] = PLACEHOLDER_API_KEY
-    return kwargs
-
-
-def _is_openai_model(litellm, model: str) -> bool:
-    if "/" in model:
-        return model.split("/", 1)[0] == "openai"
-    try:
-        return litellm.get_llm_provider(model)[1] == "openai"
-    except Exception:  # noqa: BLE001 - an unknown model is simply not an OpenAI one
-        return False
-
-
-def response_text(response) -> str | None:
-    """The reply text of a chat completion, or None when the response has none."""
-    try:
-        content = response.choices[0].message.content
-    except (AttributeError, IndexError, KeyError, TypeError):
-        return None
-    return content if isinstance(content, str) else None
-
-
-def register_free_if_unpriced(litellm, model: str) -> bool:
-    """Give a model litellm has no price for a price of zero; True when it did.
-
-    Only for models served from ``api_base``: a self-hosted server costs nothing per token, and without an entry
-    litellm searches its whole cost map again for every response, which was about a tenth of the judge's CPU per
-    request (BENCHMARKS.md)."""
-    try:
-        litellm.get_model_info(model)
-        return False
-    except Exception:  # noqa: BLE001 - litellm raises a plain Exception subclass for unmapped models
-        pass
-    try:
-        provider = litellm.get_llm_provider(model)[1]
-    except Exception:  # noqa: BLE001 - an unknown provider fails later, at the request, with a clear error
-        return False
-    zero = dict.fromkeys(("input_cost_per_token", "output_cost_per_token", "cache_creation_input_token_cost",
-                          "cache_read_input_token_cost"), 0.0)
-    litellm.register_model({model: {**zero, "litellm_provider": provider, "mode": "chat"}})
-    log.info("judge: litellm has no price for %s; it is served from api_base and counted as free", model)
-    return True
-
-
-class CostMeter:
-    """litellm's price for each response; 0.0 for models without a known price (e.g. self-hosted ones).
-
-    litellm already prices each response once (``_hidden_params["response_cost"]``, from ``completion_cost``);
-    that value is used when present, so the work is not done twice. After one unpriced response the model is
-    taken as unpriced, so the lookup is not retried on every call. A model served from ``api_base`` that litellm
-    has no price for is registered as free first (``register_free_if_unpriced``)."""
-
-    def __init__(self, litellm, model: str | None = None, api_base: str | None = None):
-        self._litellm = litellm
-        self._unknown = False
-        if model and api_base:
-            register_free_if_unpriced(litellm, model)
-
-    def __call__(self, response) -> float:
-        if self._unknown:
-            return 0.0
-        hidden = getattr(response, "_hidden_params", None)
-        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        if cost is None:
-            try:
-                cost = self._litellm.completion_cost(completion_response=response)
-            except Exception:  # noqa: BLE001 - unpriced (e.g. self-hosted) models
-                self._unknown = True
-                return 0.0
-        try:
-            cost = float(cost)
-        except (TypeError, ValueError):
-            return 0.0
-        return cost if math.isfinite(cost) and cost > 0 else 0.0
 
 
 class RateLimiter:
@@ -330,22 +173,21 @@ class LiteLLMJudge(Judge):
         self.model = settings.model
         self.prompt = prompt
         self.api_base = settings.api_base or None
-        self.temperature = float(settings.temperature)
         self.max_tokens = int(settings.max_tokens)
         self.max_concurrency = int(settings.max_concurrency)
         self.timeout_s = float(settings.timeout_s)
         self.max_retries = int(settings.max_retries)
-        self.backoff_s = float(settings.backoff_s)
-        self.jitter = float(settings.jitter)
         self.cache = JudgmentCache(settings.cache_dir) if settings.cache_dir else None
         self._litellm = import_litellm()
         self._lock = threading.Lock()
         self._step = _Counters()
         self._total = _Counters()
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._cost = CostMeter(self._litellm, self.model, self.api_base)
-        self._rng = random.Random()
-        self._limiter = RateLimiter(settings.max_requests_per_minute, settings.max_tokens_per_minute)
+        self._requests = RetryingRequests(
+            self._litellm, self.model, self.api_base, temperature=settings.temperature, max_tokens=self.max_tokens,
+            timeout_s=self.timeout_s, max_retries=self.max_retries, backoff_s=settings.backoff_s,
+            jitter=settings.jitter, count=self._add,
+            limiter=RateLimiter(settings.max_requests_per_minute, settings.max_tokens_per_minute))
 
     @classmethod
     def from_config(cls, cfg, context: JudgeContext) -> LiteLLMJudge:
@@ -444,14 +286,6 @@ class LiteLLMJudge(Judge):
                 sem = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
             return sem
 
-    def _backoff(self, retry: int) -> float:
-        delay = self.backoff_s * 2**retry
-        return delay + self._rng.uniform(0, self.jitter * delay)
-
-    def _request_kwargs(self, text: str) -> dict:
-        return completion_kwargs(self._litellm, self.model, text, api_base=self.api_base,
-                                 temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
-
     async def _judge_and_store(self, key: str, text: str, sem: asyncio.Semaphore):
         """``_judge``, then the judgment goes to the disk cache at once (a failure is never cached)."""
         value, raw, reason = await self._judge(text, sem)
@@ -464,42 +298,7 @@ class LiteLLMJudge(Judge):
         return value, raw, reason
 
     async def _judge(self, text: str, sem: asyncio.Semaphore) -> tuple[float | None, str | None, str]:
-        """One judgment with retries: (score, raw reply, "") or (None, None, why it failed)."""
-        kwargs = self._request_kwargs(text)
-        guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
-        last = "no attempt"
-        estimate = estimated_tokens(text, self.max_tokens)
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._add(retries=1)
-                await asyncio.sleep(self._backoff(attempt - 1))
-            async with sem:
-                if self._limiter.active:  # a retry counts against the caps too: the provider counts it
-                    waited = await self._limiter.acquire(estimate)
-                    self._add(rate_limited_wait_s=waited)
-                start = time.perf_counter()
-                try:
-                    response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
-                except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
-                    self._add(calls=1, errors=1, latency=time.perf_counter() - start)
-                    last = describe_error(e)
-                    if not is_retryable(e):
-                        return None, None, f"{last}, not retried"
-                    log.debug("judge %s: attempt %d failed: %s", self.model, attempt + 1, last)
-                    continue
-                latency = time.perf_counter() - start
-            raw = response_text(response)
-            usage = getattr(response, "usage", None)
-            if self._limiter.active and usage is not None:
-                self._limiter.settle(estimate, int(getattr(usage, "prompt_tokens", 0) or 0)
-                                     + int(getattr(usage, "completion_tokens", 0) or 0))
-            self._add(calls=1, latency=latency, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                      completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-                      cost_usd=self._cost(response))
-            value = parse_score(raw)
-            if value is not None:
-                return value, raw, ""
-            self._add(garbage=1)
-            last = "reply without a score"
-            log.debug("judge %s: attempt %d: %s", self.model, attempt + 1, last)
-        return None, None, f"{last} after {self.max_retries + 1} attempts"
+        """One judgment with retries (``ao_calib.judges.requests``): (score, raw reply, "") or (None, None, why it
+        failed)."""
+        return await self._requests.ask(text, parse_score, sem, unusable="reply without a score",
+                                        estimate=estimated_tokens(text, self.max_tokens))

@@ -14,21 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ao_calib import distributed
+from ao_calib.config import TrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.run_dir import RunDir
+from ao_calib.settings import default_of, plain
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class TrainerSetup:
-    """Everything a run's trainers are built from; the same for every stage of the run."""
+    """Everything a run's trainers are built from besides each stage's own settings; the same for every stage of
+    the run. Of the run's config a trainer sees only the model's settings and the run's seed."""
 
-    cfg: DictConfig
+    model_config: Any  # ao_calib.config.ModelConfig: dtype, chat template options, the micro-batch cap
     model: Any
     tokenizer: Any
     data: Any  # ao_calib.task_api.TaskData
@@ -37,21 +40,22 @@ class TrainerSetup:
     reward_fns: dict[str, RewardFn] = field(default_factory=dict)
     steering: Any = None  # an ao_calib.steering.Steering when the task injects activations
     report_to_wandb: bool = False
+    seed: int = default_of(TrainerConfig, "seed")  # trainer.seed, the run's one seed (a warm-up's row draws)
 
     def reward_funcs(self) -> list[RewardFn]:
         """The mix's functions in the schedule's order (the order of the weight vector)."""
         return [self.reward_fns[name] for name in self.schedule.names]
 
 
-def uses_bf16(cfg: DictConfig) -> bool:
-    """Every stage's ``TrainingArguments.bf16``: bfloat16 mixed precision on GPUs when the model is bfloat16."""
-    return torch.cuda.is_available() and cfg.model.dtype == "bfloat16"
+def uses_bf16(model_config) -> bool:
+    """Every stage's ``TrainingArguments.bf16``: bfloat16 mixed precision on GPUs when the model (``model``'s
+    settings) is bfloat16."""
+    return torch.cuda.is_available() and model_config.dtype == "bfloat16"
 
 
 def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> dict:
     """TrainingArguments fields every trainer takes from a stage config (``cfg.trainer`` or ``cfg.warmup``)."""
     on_gpu = torch.cuda.is_available()
-    cfg = setup.cfg
     return dict(
         output_dir=str(setup.run_dir.checkpoints(stage_name)),
         learning_rate=stage.lr,
@@ -64,8 +68,8 @@ def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> 
         save_steps=stage.save_steps,
         save_total_limit=stage.save_total_limit,
         seed=stage.seed,
-        gradient_checkpointing=cfg.model.gradient_checkpointing,
-        bf16=uses_bf16(cfg),
+        gradient_checkpointing=setup.model_config.gradient_checkpointing,
+        bf16=uses_bf16(setup.model_config),
         use_cpu=not on_gpu,
         report_to=["wandb"] if setup.report_to_wandb else "none",
         dataloader_num_workers=0,
@@ -77,14 +81,13 @@ def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> 
 
 def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     """Generation and reward fields shared by TRL's online trainers."""
-    cfg = setup.cfg
     return dict(
         max_completion_length=stage.max_completion_length,
         temperature=stage.temperature,
         top_p=stage.top_p,
         shuffle_dataset=stage.shuffle_dataset,
         reward_weights=list(setup.schedule.weights_at(0)),
-        chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True) or None,
+        chat_template_kwargs=plain(setup.model_config.chat_template_kwargs) or None,
         log_completions=False,
     )
 
@@ -92,7 +95,7 @@ def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
 def group_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
     ``num_generations`` completions over all processes, in forward passes of ``micro_batch_size``."""
-    micro, accumulation = stage_batches(setup.cfg, stage)
+    micro, accumulation = stage_batches(setup.model_config, stage)
     return dict(
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation,
@@ -135,10 +138,11 @@ def step_examples(stage: DictConfig) -> tuple[int, str]:
     return stage.batch_size, "batch_size"
 
 
-def stage_batches(cfg: DictConfig, stage: DictConfig, key: str | None = None) -> tuple[int, int]:
+def stage_batches(model_config, stage: DictConfig, key: str | None = None) -> tuple[int, int]:
     """(per-device batch, gradient accumulation steps) of a stage: its own ``micro_batch_size``, or where that is
-    null the model's ``max_micro_batch_size`` cap (see ``per_process``)."""
-    return per_process(stage, stage.get("micro_batch_size"), key, cap=cfg.model.get("max_micro_batch_size"))
+    null the model's ``max_micro_batch_size`` cap (``model_config``: the model's settings; see ``per_process``)."""
+    return per_process(stage, stage.get("micro_batch_size"), key,
+                       cap=getattr(model_config, "max_micro_batch_size", None))
 
 
 def per_process(stage: DictConfig, micro: int | None, key: str | None = None, cap: int | None = None
@@ -168,7 +172,7 @@ def check_process_split(cfg: DictConfig) -> None:
     for key in ("warmup", "trainer"):
         stage = cfg.get(key)
         if stage is not None:
-            stage_batches(cfg, stage, key)
+            stage_batches(cfg.model, stage, key)
 
 
 def divide(total: int, part: int, what: str) -> int:

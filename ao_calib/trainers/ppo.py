@@ -247,7 +247,7 @@ class PPOTrainer(AOGRPOTrainer):
 
 
 def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
-    micro, accumulation = stage_batches(setup.cfg, t)  # a mini-batch of rollouts per optimiser step
+    micro, accumulation = stage_batches(setup.model_config, t)  # a mini-batch of rollouts per optimiser step
     return PPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),

@@ -26,6 +26,6 @@ def build_rloo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
 
 def build_rloo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AORLOOTrainer:
     if setup.steering is not None:
-        raise AOCalibError(f"trainer=rloo cannot inject activations (task={setup.cfg.task.name}); use trainer=grpo "
-                           "or trainer=ppo")
+        raise AOCalibError("trainer=rloo cannot inject activations (this task's data carries a steering); use "
+                           "trainer=grpo or trainer=ppo")
     return build_online_trainer(AORLOOTrainer, setup, stage, build_rloo_config(setup, stage, stage_name), callbacks)

@@ -7,13 +7,13 @@ import logging
 import random
 
 import datasets
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import confidence_span, tag_span
 from ao_calib.config import SFTTrainerConfig
 from ao_calib.errors import AOCalibError
-from ao_calib.settings import default_of
+from ao_calib.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
@@ -87,7 +87,7 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
-    micro, accumulation = stage_batches(setup.cfg, stage)
+    micro, accumulation = stage_batches(setup.model_config, stage)
     return SFTConfig(
         **training_kwargs(setup, stage, stage_name),
         per_device_train_batch_size=micro,
@@ -99,7 +99,7 @@ def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "
 
 
 def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
-    chat_kwargs = OmegaConf.to_container(setup.cfg.model.chat_template_kwargs, resolve=True)
+    chat_kwargs = plain(setup.model_config.chat_template_kwargs)
     return AOSFTTrainer(
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
@@ -109,7 +109,7 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                                                   default_of(SFTTrainerConfig, "confidence_in_loss")),
                                      tag_loss_fraction=stage.get("tag_loss_fraction",
                                                                  default_of(SFTTrainerConfig, "tag_loss_fraction")),
-                                     seed=setup.cfg.trainer.seed),
+                                     seed=setup.seed),
         processing_class=setup.tokenizer,
         callbacks=callbacks,
         steering=setup.steering,

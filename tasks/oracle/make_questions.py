@@ -35,7 +35,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import re
 import sys
 import time
@@ -45,6 +44,7 @@ from pathlib import Path
 
 from ao_calib.errors import AOCalibError
 from ao_calib.io import atomic_write_text
+from ao_calib.judges.cache import KeyedFileCache
 
 log = logging.getLogger(__name__)
 
@@ -207,41 +207,20 @@ def question_key(model: str, request_text: str, n: int) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-class QuestionCache:
-    """``get(key) -> list[str] | None`` and ``put(key, questions, raw)``: one JSON file per prompt,
-    ``<directory>/<key[:2]>/<key>.json`` (the judge cache's layout), moved into place with ``os.replace``. A file
-    that cannot be read or does not hold a valid entry for its key is a miss."""
-
-    def __init__(self, directory: str | os.PathLike):
-        self.directory = Path(directory).expanduser()
-        self.directory.mkdir(parents=True, exist_ok=True)
-
-    def path(self, key: str) -> Path:
-        if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
-            raise ValueError(f"not a cache key: {key!r}")
-        return self.directory / key[:2] / f"{key}.json"
+class QuestionCache(KeyedFileCache):
+    """``get(key) -> list[str] | None`` and ``put(key, questions, raw)``: one JSON file per prompt, in the judge
+    cache's layout (``ao_calib.judges.cache.KeyedFileCache``)."""
 
     def get(self, key: str) -> list[str] | None:
-        try:
-            with open(self.path(key), encoding="utf-8") as f:
-                entry = json.load(f)
-        except (OSError, ValueError):
-            return None
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            return None
-        questions = entry.get("oracle_questions")
+        entry = self.read(key)
+        questions = None if entry is None else entry.get("oracle_questions")
         if not isinstance(questions, list) or not questions or not all(isinstance(q, str) and q.strip()
                                                                          for q in questions):
             return None
         return questions
 
     def put(self, key: str, questions: list[str], raw: str | None) -> None:
-        target = self.path(key)
-        atomic_write_text(target, json.dumps({"key": key, "oracle_questions": questions, "raw": raw},
-                                             ensure_ascii=False))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self.directory.glob("??/*.json"))
+        self.write(key, oracle_questions=questions, raw=raw)
 
 
 # --------------------------------------------------------------------------------------------- writer
@@ -308,26 +287,21 @@ class QuestionWriter:
             raise AOCalibError("need max_concurrency >= 1, max_retries >= 0, timeout_s > 0, backoff_s >= 0 and "
                                f"max_prompt_chars >= 1 (got {max_concurrency}, {max_retries}, {timeout_s}, "
                                f"{backoff_s}, {max_prompt_chars})")
-        from ao_calib.judges.litellm_judge import CostMeter, import_litellm
+        from ao_calib.judges.requests import RetryingRequests, import_litellm
 
         self.model = model
         self.api_base = api_base or None
         self.n = int(n_questions)
         self.min_questions = int(min_questions)
         self.max_concurrency = int(max_concurrency)
-        self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
-        self.backoff_s = float(backoff_s)
-        self.jitter = float(jitter)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
         self.max_prompt_chars = int(max_prompt_chars)
         self.template = template
         self.cache = QuestionCache(cache_dir) if cache_dir else None
         self.summary = Summary()
-        self._litellm = import_litellm()
-        self._rng = random.Random()
-        self._cost = CostMeter(self._litellm, self.model, self.api_base)
+        self._requests = RetryingRequests(import_litellm(), self.model, self.api_base, temperature=temperature,
+                                          max_tokens=max_tokens, timeout_s=timeout_s, max_retries=max_retries,
+                                          backoff_s=backoff_s, jitter=jitter, count=self._count)
         self.render("", UNKNOWN_LANGUAGE)  # a bad template fails here, not per prompt
 
     # ----------------------------------------------------------------------------------------- requests
@@ -349,15 +323,11 @@ class QuestionWriter:
         except (KeyError, IndexError, ValueError) as e:
             raise AOCalibError(f"the question template is not a valid format string: {e!r}") from None
 
-    def _request_kwargs(self, text: str) -> dict:
-        from ao_calib.judges.litellm_judge import completion_kwargs
-
-        return completion_kwargs(self._litellm, self.model, text, api_base=self.api_base,
-                                 temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
-
-    def _backoff(self, retry: int) -> float:
-        delay = self.backoff_s * 2**retry
-        return delay + self._rng.uniform(0, self.jitter * delay)
+    def _count(self, **counters) -> None:
+        """The request counters this summary keeps (it keeps no latency or rate-limit wait: no caps here)."""
+        for name, value in counters.items():
+            if name not in ("latency", "rate_limited_wait_s"):
+                setattr(self.summary, name, getattr(self.summary, name) + value)
 
     async def write(self, rows: Sequence[PromptRow], progress_every: int = 50) -> list[_Outcome]:
         """One outcome per row; identical requests are made once, cached ones not at all."""
@@ -415,41 +385,13 @@ class QuestionWriter:
         return _Outcome(questions, reason=reason)
 
     async def _ask(self, text: str, sem: asyncio.Semaphore) -> tuple[list[str] | None, str | None, str]:
-        """One prompt's questions with retries: (questions, raw reply, "") or (None, None, why it failed)."""
-        from ao_calib.judges.litellm_judge import describe_error, is_retryable, response_text
-
-        kwargs = self._request_kwargs(text)
-        guard = self.timeout_s * 1.5 + 1.0  # in case the client's own timeout never fires
-        last = "no attempt"
-        s = self.summary
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                s.retries += 1
-                await asyncio.sleep(self._backoff(attempt - 1))
-            async with sem:
-                try:
-                    response = await asyncio.wait_for(self._litellm.acompletion(**kwargs), guard)
-                except Exception as e:  # noqa: BLE001 - classified below; CancelledError passes through
-                    s.calls += 1
-                    s.errors += 1
-                    last = describe_error(e)
-                    if not is_retryable(e):
-                        return None, None, f"{last}, not retried"
-                    log.debug("attempt %d failed: %s", attempt + 1, last)
-                    continue
-            s.calls += 1
-            usage = getattr(response, "usage", None)
-            s.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-            s.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-            s.cost_usd += self._cost(response)
-            raw = response_text(response)
+        """One prompt's questions with retries (``ao_calib.judges.requests``): (questions, raw reply, "") or (None,
+        None, why it failed)."""
+        def usable(raw: str | None) -> list[str] | None:
             questions = parse_questions(raw, self.n)
-            if len(questions) >= self.min_questions:
-                return questions, raw, ""
-            s.garbage += 1
-            last = "reply without a usable JSON list of questions"
-            log.debug("attempt %d: %s", attempt + 1, last)
-        return None, None, f"{last} after {self.max_retries + 1} attempts"
+            return questions if len(questions) >= self.min_questions else None
+
+        return await self._requests.ask(text, usable, sem, unusable="reply without a usable JSON list of questions")
 
 
 # --------------------------------------------------------------------------------------------- entry points

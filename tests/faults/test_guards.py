@@ -315,9 +315,13 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_before_training_ends_the_run_interrupted_naming_it(tmp_path, sig):
     run = tmp_path / "r"
+    # A shell starts a background job with SIGINT ignored, and the run would inherit that (Python then installs no
+    # KeyboardInterrupt handler): the suite started with `&` saw ctrl-c ignored. The run gets the default, as a
+    # terminal gives it.
     proc = subprocess.Popen([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
                              f"hydra.run.dir={run}"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 600  # generous: a loaded CI machine starts Python slowly
     while not (run / "summary.json").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)  # "running" is written before the model loads
