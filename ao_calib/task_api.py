@@ -62,12 +62,18 @@ class TaskContext:
     eval_seed: int = 0  # eval.seed: drawn held-out samples
     lora_overrides: Any = None  # trainer.lora: the run's LoRA choices over model.lora (a task that trains one)
 
+    def seed_or(self, explicit: int | None) -> int:
+        """A task's own seed key where it is set, else the run's seed: ``trainer.seed=N`` alone changes every
+        random choice of the run."""
+        return int(self.seed if explicit is None else explicit)
+
     @classmethod
     def of(cls, cfg) -> "TaskContext":
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
-        from ao_calib.config import LoraOverrideConfig, ModelConfig, typed
+        from ao_calib.config import ModelConfig, typed
+        from ao_calib.trainers.config import LoraOverrideConfig
 
         reward = cfg.get("reward")
         names = frozenset() if reward is None else frozenset(

@@ -238,3 +238,25 @@ def test_task_rows_carry_the_expected_calls_as_the_warmup_completion(tmp_path):
     data = task.build_data(tokenizer=None)
     for row in data.train:
         assert row["completion"] == row["answer"] and parse_calls(row["completion"])
+
+
+@pytest.mark.parametrize("task", ["function_call", "function_call_bfcl", "tool_json"])
+def test_trainer_seed_alone_draws_other_generated_data_unless_the_generator_seed_is_set(tmp_path, task):
+    """One seed key (trainer.seed) changes every random choice of a run, the generated rows and splits included;
+    task.data.generate.seed, where set, wins."""
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    name, extra = ("function_call", ["task.data.format=bfcl"]) if task == "function_call_bfcl" else (task, [])
+    sizes = (["task.data.generate.n=40"] if name == "tool_json"
+             else ["task.data.generate.n_train=12", "task.data.generate.n_test=4"])
+
+    def rows(*overrides):
+        cfg = compose_run_config([f"task={name}", "model=tiny_qwen3", *extra, *sizes, f"paths.cache_dir={tmp_path}",
+                                  *overrides])
+        data = build_task(cfg).build_data(tokenizer=None)
+        return [r["prompt"][-1]["content"] for r in data.train] + [r["prompt"][-1]["content"] for r in data.test]
+
+    assert rows("trainer.seed=1") == rows("trainer.seed=1")
+    assert rows("trainer.seed=1") != rows("trainer.seed=2")
+    assert rows("trainer.seed=1", "task.data.generate.seed=5") == rows("trainer.seed=2", "task.data.generate.seed=5")

@@ -1,22 +1,34 @@
 """Trainers, one module each (``grpo``, ``rloo``, ``ppo``, ``sft``), built from a stage config by the function its
 ``_target_`` names. Each builder has the ``TrainerBuilder`` signature; steering (``steering``), the shared
 TrainingArguments and completion samples (``common``), callbacks and alerts are composed in, never imported
-from one trainer into another."""
+from one trainer into another. Their settings (``config``) are one schema per trainer."""
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from omegaconf import DictConfig
 
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
-from ao_calib.trainers.common import TrainerSetup
+
+if TYPE_CHECKING:
+    from ao_calib.trainers.common import TrainerSetup
 
 log = logging.getLogger(__name__)
 
 __all__ = ["TrainerBuilder", "TrainerSetup", "build_trainer", "latest_checkpoint"]
+
+
+def __getattr__(name: str):
+    # TrainerSetup is imported on first use: the package's settings (ao_calib.trainers.config) are read while a
+    # config composes, which must not pull in torch.
+    if name == "TrainerSetup":
+        from ao_calib.trainers.common import TrainerSetup
+
+        return TrainerSetup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class TrainerBuilder(Protocol):

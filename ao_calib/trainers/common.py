@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig
 
 from ao_calib import distributed
-from ao_calib.config import TrainerConfig
+from ao_calib.trainers.config import TrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.run_dir import RunDir

@@ -37,7 +37,7 @@ from transformers.generation.logits_process import (LogitsProcessorList, MinPLog
 from trl import RLOOTrainer
 from trl.trainer.utils import pad
 
-from ao_calib.config import OnlineTrainerConfig
+from ao_calib.trainers.config import OnlineTrainerConfig
 from ao_calib.settings import default_of
 from ao_calib.steering.layout import unwrap
 

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import confidence_span, tag_span
-from ao_calib.config import SFTTrainerConfig
+from ao_calib.trainers.config import SFTTrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.settings import default_of, plain
 from ao_calib.steering import SteeringBatch

@@ -15,7 +15,8 @@ class GeneratedDataConfig(Checked):
 
     n_train: int = setting(512, "Generated training rows.", allowed=at_least(1))
     n_test: int = setting(64, "Generated held-out rows.", allowed=at_least(1))
-    seed: int = setting(0, "The generator's seed.")
+    seed: Optional[int] = setting(None, "The generator's seed; null: trainer.seed, so that trainer.seed=N alone "
+                                  "draws other data and splits.")
     bfcl_distractors: int = setting(
         1, "data.format=bfcl: docs of functions the answer does not call, shown beside the needed ones (BFCL's "
         "Python categories show 1-4 docs in all, and each doc costs prompt tokens at every step). 0: BFCL's simple "

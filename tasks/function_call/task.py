@@ -63,15 +63,16 @@ class FunctionCallTask(Task):
     def _bfcl_data(self) -> TaskData:
         data_cfg = self.config.data
         gen = data_cfg.generate
+        seed = self.context.seed_or(gen.seed)
         if data_cfg.train_path and not data_cfg.test_path:
             raise AOCalibError("task.data.format=bfcl: task.data.train_path is set: also set task.data.test_path "
                                "(BFCL question files or folders)")
         # Without a train_path, the generator's cases; a test_path alone (e.g. real BFCL data, scored by
         # `ao_calib.eval ... task.data.test_path=DIR`) replaces only the generated held-out split.
         train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
-                 bfcl.generated_cases(gen.n_train, gen.seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance))
+                 bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance))
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
-                bfcl.generated_cases(gen.n_test, gen.seed, "test", gen.bfcl_distractors, gen.bfcl_irrelevance))
+                bfcl.generated_cases(gen.n_test, seed, "test", gen.bfcl_distractors, gen.bfcl_irrelevance))
         overlap = {c["id"] for c in train} & {c["id"] for c in test}
         if overlap:
             raise AOCalibError(f"task.data: {len(overlap)} BFCL ids are in both train and test "
@@ -86,10 +87,11 @@ class FunctionCallTask(Task):
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
         gen = self.config.data.generate
-        folder = Path(self.context.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{gen.seed}"
+        seed = self.context.seed_or(gen.seed)
+        folder = Path(self.context.cache_dir) / "data" / "function_call" / f"n{gen.n_train}-t{gen.n_test}-s{seed}"
 
         def build() -> list[str]:
-            splits = generate_splits(gen.n_train, gen.n_test, gen.seed)
+            splits = generate_splits(gen.n_train, gen.n_test, seed)
             return ["".join(json.dumps(row) + "\n" for row in rows) for rows in splits]
 
         train_path, test_path = ensure_generated([folder / "train.jsonl", folder / "test.jsonl"], build)

@@ -21,7 +21,7 @@ class OracleGeneratedDataConfig(Checked):
     questions_per_prompt: int = setting(3, "Yes/no questions asked about each prompt.", allowed=at_least(1))
     kinds: list[str] = setting(["topic", "mood", "city"], "Kinds of fact the questions ask about.")
     seed: Optional[int] = setting(None, "The generator's seed; null: trainer.seed, so that trainer.seed=N alone "
-                                  "draws other prompts and splits.")
+                                  "draws other data and splits.")
     n_validation_prompts: int = setting(0, "Prompts of a third disjoint split, for choosing settings "
                                         "(task.data.eval_split=validation scores it).", allowed=at_least(0))
     stated_fraction: float = setting(

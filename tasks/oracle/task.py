@@ -56,8 +56,7 @@ class OracleTask(Task):
     @property
     def data_seed(self) -> int:
         """The generator's seed: ``task.data.generate.seed`` when set, else the run's ``trainer.seed``."""
-        seed = self.config.data.generate.seed
-        return int(self.context.seed if seed is None else seed)
+        return self.context.seed_or(self.config.data.generate.seed)
 
     def requirements(self, need_adapter: bool = True) -> TaskRequirements:
         """The pretrained oracle adapter (a stand-in built here for a tiny model) and WildChat's hub data set."""

@@ -14,7 +14,8 @@ class ToolJsonGeneratedDataConfig(Checked):
     """The offline generator used when no data files are given (ao_calib_tasks.tool_json.generate)."""
 
     n: int = setting(2000, "Rows in all, before the held-out split.", allowed=at_least(2))
-    seed: int = setting(0, "The generator's seed.")
+    seed: Optional[int] = setting(None, "The generator's seed; null: trainer.seed, so that trainer.seed=N alone "
+                                  "draws other data and splits.")
     test_fraction: float = setting(0.1, "Share of the rows held out.", allowed=within(0, 1, low_open=True,
                                                                                       high_open=True))
 

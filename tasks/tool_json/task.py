@@ -44,10 +44,11 @@ class ToolJsonTask(Task):
 
     def _generated_files(self) -> tuple[Path, Path]:
         gen = self.config.data.generate
-        folder = Path(self.context.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{gen.seed}"
+        seed = self.context.seed_or(gen.seed)
+        folder = Path(self.context.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{seed}"
 
         def build() -> list[str]:
-            return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, gen.seed, gen.test_fraction)]
+            return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, seed, gen.test_fraction)]
 
         train_path, val_path = ensure_generated([folder / "train.json", folder / "validation.json"], build)
         return train_path, val_path

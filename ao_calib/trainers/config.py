@@ -1,0 +1,234 @@
+"""The trainers' settings: one schema per trainer (``trainer=grpo|rloo|ppo``, ``warmup=sft|format``), each field with
+its default, help text and allowed values (``ao_calib.settings.setting``). This module imports nothing heavy:
+composing a config and ``--help`` stay fast; ``ao_calib.config`` registers these schemas with Hydra."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
+
+from omegaconf import MISSING
+
+from ao_calib.settings import Checked, above, at_least, setting, within
+
+
+@dataclass
+class LoraOverrideConfig(Checked):
+    """Per-run LoRA choices; a null field keeps the model config's value."""
+
+    rank: Optional[int] = setting(None, "LoRA rank for this run; null: model.lora.rank.", allowed=at_least(1))
+    alpha: Optional[int] = setting(None, "LoRA alpha for this run; null: model.lora.alpha.", allowed=above(0))
+    dropout: Optional[float] = setting(None, "LoRA dropout for this run; null: model.lora.dropout.",
+                                       allowed=within(0, 1, high_open=True))
+    layers: Optional[int] = setting(None, "LoRA on the last N layers for this run; null: model.lora.layers.",
+                                    allowed=at_least(1))
+
+
+@dataclass
+class TrainerConfig(Checked):
+    """What every training stage (``trainer`` and ``warmup``) sets."""
+
+    _target_: str = setting(MISSING, "The function that builds this stage's trainer (see "
+                            "ao_calib.trainers.TrainerBuilder).")
+    name: str = setting(MISSING, "The trainer's name (grpo, rloo, ppo, sft; format for the format warm-up).")
+    lr: float = setting(1e-5, "Learning rate.", allowed=above(0))
+    max_steps: int = setting(1000, "Optimiser steps of this stage.", allowed=at_least(1))
+    lr_scheduler_type: str = setting("constant", "transformers' learning-rate schedule (constant, linear, cosine, "
+                                     "...).")
+    warmup_steps: float = setting(0.0, "Learning-rate warm-up: optimiser steps, or a fraction of max_steps when "
+                                  "below 1.", allowed=at_least(0))
+    weight_decay: float = setting(0.0, "AdamW weight decay.", allowed=at_least(0))
+    max_grad_norm: float = setting(1.0, "Gradient clipping norm.", allowed=above(0))
+    logging_steps: int = setting(1, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    save_steps: int = setting(100, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    save_total_limit: Optional[int] = setting(3, "Checkpoints kept (the oldest are deleted); null: all.",
+                                              allowed=at_least(1))
+    seed: int = setting(42, "Seed of LoRA initialisation, data sampling and the trainer.")
+    resume_from_checkpoint: Optional[str] = setting(None, "null | \"latest\" (the newest checkpoint in this run "
+                                                    "directory) | a checkpoint path.")
+    init_from: Optional[str] = setting(None, "A finished run directory (or adapter directory) whose adapter this run "
+                                       "starts from and trains further, e.g. PPO from an SFT run; the model must be "
+                                       "the same. null: a new LoRA (or the task's pretrained adapter).")
+    lora: LoraOverrideConfig = setting(factory=LoraOverrideConfig, help="Per-run LoRA choices; null keeps the "
+                                       "model config's value.")
+
+
+class PromptLengthPolicy(str, Enum):
+    """What happens to a prompt over ``max_prompt_length`` tokens."""
+
+    drop = "drop"  # the row is left out
+    truncate = "truncate"  # its longest message keeps its first tokens, up to the limit
+
+
+@dataclass
+class OnlineTrainerConfig(TrainerConfig):
+    """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets. They always sample, so their
+    temperature must be above 0."""
+
+    batch_size: int = setting(4, "Prompts per generation batch (design note: --batch-size).", allowed=at_least(1))
+    micro_batch_size: Optional[int] = setting(None, "Completions per forward/backward pass; null: "
+                                              "model.max_micro_batch_size, else the whole step at once.",
+                                              allowed=at_least(1))
+    max_completion_length: int = setting(256, "Most new tokens per sampled completion.", allowed=at_least(1))
+    temperature: float = setting(0.7, "Sampling temperature of the rollouts.", allowed=above(0))
+    top_p: float = setting(1.0, "Nucleus sampling of the rollouts.", allowed=within(0, 1, low_open=True))
+    shuffle_dataset: bool = setting(True, "Shuffle the training prompts.")
+    max_prompt_length: Optional[int] = setting(
+        4096, "Prompts longer than this many tokens (chat template applied) are cut or left out by "
+        "prompt_length_policy, counted and logged, in the training and held-out splits alike: one huge row must not "
+        "run the machine out of memory. null: no limit.", allowed=at_least(1))
+    prompt_length_policy: PromptLengthPolicy = setting(PromptLengthPolicy.drop, "A prompt over max_prompt_length: "
+                                                       "drop (the row is left out) or truncate (its longest message "
+                                                       "keeps its first tokens).")
+    completions_logged_per_step: int = setting(4, "Sampled completions written to completions.jsonl per step.",
+                                               allowed=at_least(0))
+    fast_generation: bool = setting(False, "Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged "
+                                    "LoRA copy, one prefill per prompt; on CUDA a static KV cache and a compiled "
+                                    "decode step); false: TRL's own generate path.")
+    generation_merged_copy: bool = setting(True, "The fast path's merged copy owns a second set of the "
+                                           "LoRA-targeted weights (about one model's size; frozen weights are "
+                                           "shared). false generates from the unmerged adapter in eval mode, for "
+                                           "models too big for both.")
+    fast_generation_cache_shapes: int = setting(
+        2, "Static KV caches the fast path keeps, one per (batch, length) shape (on CUDA; each is the whole "
+        "rollout's keys and values: ~4.8 GB at the Qwen3-8B shape and 32 sequences). A new shape beyond this many "
+        "evicts the least recently used; each new shape also compiles the decode step once (logged as "
+        "fast_generation/compiles).", allowed=at_least(1))
+
+
+@dataclass
+class GroupTrainerConfig(OnlineTrainerConfig):
+    """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO): a baseline needs at
+    least two completions per prompt."""
+
+    num_generations: int = setting(8, "Completions per prompt, the group (design note: --group-size).",
+                                   allowed=at_least(2))
+    beta: float = setting(0.1, "KL coefficient against the reference (the adapter-free model, or a copy of a "
+                          "loaded adapter).", allowed=at_least(0))
+    epsilon: float = setting(0.2, "Clip range of the policy ratio.", allowed=above(0))
+    epsilon_high: Optional[float] = setting(None, "Upper clip range; null: the same as epsilon.", allowed=above(0))
+    num_iterations: int = setting(1, "Optimisation passes per generated batch.", allowed=at_least(1))
+    use_vllm: bool = setting(False, "Generate with vLLM (the vllm extra; not for tasks that inject activations).")
+
+
+@dataclass
+class GRPOTrainerConfig(GroupTrainerConfig):
+    """GRPO (TRL GRPOTrainer). Names follow the function-calling design note's CLI where it has one."""
+
+    _target_: str = "ao_calib.trainers.grpo.build_grpo_trainer"
+    name: str = "grpo"
+    loss_type: str = setting("dapo", "TRL's GRPO loss normalisation (dapo, grpo, dr_grpo, bnpo).")
+    scale_rewards: str = setting("group", "TRL's reward scaling for advantages (group, batch, none).")
+
+
+@dataclass
+class RLOOTrainerConfig(GroupTrainerConfig):
+    """REINFORCE leave-one-out (TRL RLOOTrainer): each completion's baseline is its group's other completions."""
+
+    _target_: str = "ao_calib.trainers.rloo.build_rloo_trainer"
+    name: str = "rloo"
+    beta: float = setting(0.05, "KL coefficient against the reference.", allowed=at_least(0))
+    normalize_advantages: bool = setting(False, "Divide the advantages by their standard deviation.")
+
+
+@dataclass
+class PPOTrainerConfig(OnlineTrainerConfig):
+    """PPO with a learned value head (ao_calib.trainers.ppo): one completion per prompt, GAE advantages, clipped
+    policy and value losses, a per-token KL penalty to the reference folded into the reward. Steps count optimiser
+    steps, as for every trainer: each batch of rollouts gives ``ppo_epochs * num_mini_batches`` of them."""
+
+    _target_: str = "ao_calib.trainers.ppo.build_ppo_trainer"
+    name: str = "ppo"
+    # From the tool-calling design notes' RL stage: lr 1e-5, batches of 8 rollouts, 128 new tokens, temperature
+    # 1.0, 500 batches logged every 10 and saved every 100. A step here is an optimiser step, as for every
+    # trainer, and each batch of rollouts gives ppo_epochs * num_mini_batches = 4 of them: hence 2000 steps,
+    # logged every 40 and saved every 400.
+    max_steps: int = setting(2000, "Optimiser steps (ppo_epochs * num_mini_batches per batch of rollouts).",
+                             allowed=at_least(1))
+    max_completion_length: int = setting(128, "Most new tokens per sampled completion.", allowed=at_least(1))
+    temperature: float = setting(1.0, "Sampling temperature of the rollouts.", allowed=above(0))
+    logging_steps: int = setting(40, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    save_steps: int = setting(400, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    batch_size: int = setting(8, "Rollouts (prompts, one completion each) per batch.", allowed=at_least(1))
+    ppo_epochs: int = setting(4, "Optimisation passes over each batch of rollouts.", allowed=at_least(1))
+    num_mini_batches: int = setting(1, "Optimiser steps per pass.", allowed=at_least(1))
+    kl_coef: float = setting(0.05, "Per-token KL penalty to the reference (the starting adapter), part of the "
+                             "reward.", allowed=at_least(0))
+    cliprange: float = setting(0.2, "Clip range of the policy ratio.", allowed=above(0))
+    cliprange_value: float = setting(0.2, "Clip range of the value around the rollout-time value.", allowed=above(0))
+    vf_coef: float = setting(0.1, "Value-loss weight in the total loss.", allowed=at_least(0))
+    gamma: float = setting(1.0, "Discount factor.", allowed=within(0, 1))
+    lam: float = setting(0.95, "GAE lambda.", allowed=within(0, 1))
+    whiten_advantages: bool = setting(True, "Normalise the advantages of each batch to mean 0 and std 1.")
+
+
+@dataclass
+class SFTTrainerConfig(TrainerConfig):
+    """Supervised fine-tuning on prompt -> completion pairs, loss on completion tokens only (TRL SFTTrainer)."""
+
+    _target_: str = "ao_calib.trainers.sft.build_sft_trainer"
+    name: str = "sft"
+    max_steps: int = setting(800, "Optimiser steps of this stage.", allowed=at_least(1))
+    batch_size: int = setting(8, "Rows per optimiser step.", allowed=at_least(1))
+    micro_batch_size: Optional[int] = setting(None, "Rows per forward/backward pass; null: "
+                                              "model.max_micro_batch_size, else the whole step at once.",
+                                              allowed=at_least(1))
+    max_length: int = setting(512, "Longest row in tokens (prompt and completion).", allowed=at_least(1))
+    save_steps: int = setting(200, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    logging_steps: int = setting(50, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
+    lr_scheduler_type: str = setting("linear", "transformers' learning-rate schedule (constant, linear, cosine, ...).")
+    confidence_in_loss: bool = setting(
+        True, "Whether the digits NN of a target's \"[epistemic status: NN]\" tag are in the loss. false: the stage "
+        "teaches the tag's form and the answer, and leaves the number to the model (and to the RL stage after it): "
+        "when the numbers of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is "
+        "noise that drowns the answer's.")
+    tag_loss_fraction: float = setting(
+        1.0, "The fraction of rows whose whole tag \"[epistemic status: NN] \" is in the loss (chosen per row, seeded "
+        "by trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few "
+        "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, so a fraction below 1 "
+        "keeps the loss on the one token that carries the reading (0.1 still teaches the tag, and reading, on "
+        "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
+
+
+class WarmupConfidence(str, Enum):
+    """Where a format warm-up's confidence tags come from."""
+
+    auto = "auto"  # kind_mean when the run has a judge, else spread
+    # 100 × the judge's mean informativeness of the model's own answers to questions of the same kind: the hit
+    # rate the model could know before answering, a calibrated start
+    kind_mean = "kind_mean"
+    # 100 × the judge's informativeness of that very answer. With a yes/no judge this tags each answer with its
+    # own correctness (5 or 95), which the model cannot know before answering: it learns a two-valued confidence
+    # that does not track being right (BENCHMARKS.md, the seed path)
+    judge = "judge"
+    spread = "spread"  # drawn from the task's spread of confidences, independent of the answer
+
+
+@dataclass
+class FormatWarmupConfig(SFTTrainerConfig):
+    """``warmup=format``: the model answers the training questions itself (greedy, with the task's steering), each
+    answer is tagged ``[epistemic status: NN]``, and a short SFT teaches the tag while the answers stay the model's
+    own. Needs no reference answers, so it works on judge-only data (WildChat). Tasks opt in through
+    ``Task.warmup_data``."""
+
+    name: str = "format"
+    max_steps: int = setting(100, "Optimiser steps of this stage.", allowed=at_least(1))
+    lr: float = setting(1e-4, "Learning rate.", allowed=above(0))
+    confidence: WarmupConfidence = setting(
+        WarmupConfidence.auto, "Where the tags' numbers come from: kind_mean (100 × the judge's mean "
+        "informativeness of the model's own answers to questions of the same kind: the hit rate the model could "
+        "know before answering, a calibrated start), judge (100 × the judge's informativeness of that very answer: "
+        "with a yes/no judge, its own correctness, which the model cannot know before answering), spread (drawn "
+        "from the task's spread of confidences, independent of the answer), auto (kind_mean when the run has a "
+        "judge, else spread).")
+    confidence_jitter: int = setting(
+        10, "kind_mean tags are whole tens (a small warm-up learns those; the tiny model's greedy tag broke on "
+        "numbers like 37), moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and clipped to 0-100: "
+        "calibrated per kind on average, and varied, so the completions of a group state different numbers and GRPO "
+        "has something to compare (one number per kind gives every group the same one: no signal).",
+        allowed=within(0, 100))
+    num_questions: Optional[int] = setting(None, "Training questions answered for the targets; null: all of them.",
+                                           allowed=at_least(1))
+    max_new_tokens: int = setting(64, "Length of each own answer.", allowed=at_least(1))
+    generation_batch_size: int = setting(16, "Questions answered per generation batch.", allowed=at_least(1))
