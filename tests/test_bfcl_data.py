@@ -174,6 +174,22 @@ def test_a_test_path_alone_replaces_only_the_generated_held_out_split():
     assert len(data.test) == 36
 
 
+def test_the_validation_split_is_a_third_generated_split_and_leaves_the_extra_set_unscored(tmp_path):
+    """task.data.eval_split=validation: every evaluation scores generated cases apart from train and test (same
+    generator settings), and the extra held-out set (real BFCL cases) is not looked at while choosing settings."""
+    base = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl", "task.data.generate.n_train=6",
+            "task.data.generate.n_test=8", f"task.data.extra_test_path={FIXTURE}"]
+    test = build_task(compose_run_config(base)).build_data(tokenizer=None)
+    task = build_task(compose_run_config([*base, "task.data.eval_split=validation"]))
+    validation = task.build_data(tokenizer=None)
+    assert validation.train["id"] == test.train["id"] and len(validation.test) == 8
+    assert not set(validation.test["id"]) & (set(test.test["id"]) | set(test.train["id"]))
+    assert validation.test["prompt"] != test.test["prompt"]
+    assert task.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), None, "final") == {}
+    with pytest.raises(Exception, match="eval_split=validation"):
+        compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.eval_split=validation"])
+
+
 def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
     from ao_calib.reporting.summary import evaluation_rows
     from ao_calib.run_dir import RunDir

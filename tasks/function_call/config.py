@@ -46,6 +46,11 @@ class FunctionCallDataConfig(Checked):
     extra_test_samples: Optional[int] = setting(None, "Rows of the extra held-out set scored; null: all of it, else "
                                                 "a sample drawn with eval.seed.", allowed=at_least(1))
     generate: GeneratedDataConfig = setting(factory=GeneratedDataConfig, help="The offline generator.")
+    eval_split: str = setting(
+        "test", "The held-out split every evaluation scores: test for reported numbers; validation (data.format=bfcl, "
+        "generated cases) scores generate.n_test cases of a third split drawn apart from train and test, for choosing "
+        "settings, and leaves extra_test_path unscored, so that the test split and the real cases are scored once.",
+        allowed=one_of("test", "validation"))
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))
 
@@ -55,6 +60,12 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
     data: FunctionCallDataConfig = setting(factory=FunctionCallDataConfig, help="Where the rows come from.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.data.eval_split == "validation" and (self.data.format != "bfcl" or self.data.test_path):
+            raise ValueError("data.eval_split=validation: the validation split is drawn by the generator in BFCL's "
+                             "format: set data.format=bfcl and leave data.test_path null")
     strict_format: bool = setting(True, "BFCL scoring: true rejects prose or a fenced block around the call, as "
                                   "BFCL's decoder does; false takes the first call list found in a fenced block or "
                                   "on a line of its own.")

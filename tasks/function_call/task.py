@@ -71,15 +71,16 @@ class FunctionCallTask(Task):
         # `ao_calib.eval ... task.data.test_path=DIR`) replaces only the generated held-out split.
         train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
                  bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance))
+        split = data_cfg.eval_split  # "validation": a third stream of generated cases, for choosing settings
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
-                bfcl.generated_cases(gen.n_test, seed, "test", gen.bfcl_distractors, gen.bfcl_irrelevance))
+                bfcl.generated_cases(gen.n_test, seed, split, gen.bfcl_distractors, gen.bfcl_irrelevance))
         overlap = {c["id"] for c in train} & {c["id"] for c in test}
         if overlap:
             raise AOCalibError(f"task.data: {len(overlap)} BFCL ids are in both train and test "
                                f"(e.g. {sorted(overlap)[0]}); evaluation would score memorised cases")
         if data_cfg.max_train_samples:
             train = train[: data_cfg.max_train_samples]
-        log.info("function_call BFCL data: %d train cases, %d test cases", len(train), len(test))
+        log.info("function_call BFCL data: %d train cases, %d %s cases", len(train), len(test), split)
         suffix = self.config.confidence_instruction if self.calibrated else ""
         return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in train]),
                         test=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in test]))
@@ -132,7 +133,7 @@ class FunctionCallTask(Task):
     def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
         """``task.data.extra_test_path`` scored beside the held-out split, at every evaluation."""
         data_cfg = self.config.data
-        if not data_cfg.extra_test_path:
+        if not data_cfg.extra_test_path or data_cfg.eval_split == "validation":
             return {}
         from ao_calib import distributed
         from ao_calib.evaluation.evaluate import score_and_record
