@@ -175,7 +175,8 @@ def load_tokenizer(source: str, model_cfg: DictConfig | None = None):
     if model_cfg is not None and getattr(model_cfg, "chat_template", None):
         tokenizer.chat_template = model_cfg.chat_template
     if model_cfg is not None and isinstance(tokenizer.chat_template, str):
-        unread = [key for key in (getattr(model_cfg, "chat_template_kwargs", None) or {}) if key not in tokenizer.chat_template]
+        options = getattr(model_cfg, "chat_template_kwargs", None) or {}
+        unread = [key for key in options if key not in tokenizer.chat_template]
         if unread:
             log.warning("model.chat_template_kwargs: the chat template of model=%s never reads %s; set "
                         "model.chat_template_kwargs={} for it", model_cfg.name, ", ".join(unread))

@@ -80,7 +80,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if distributed.is_main():
             summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
-        setup = TrainerSetup(cfg.model, model, tokenizer, data, run_dir, schedule, reward_fns, data.steering,
+        setup = TrainerSetup(cfg.model, model, tokenizer, data, run_dir, schedule, reward_fns,
                              report_to_wandb=summary.wandb_run_id is not None, seed=cfg.trainer.seed)
         evaluate_as = functools.partial(evaluate, task, model, tokenizer, data, **_eval_kwargs(cfg, run_dir))
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()

@@ -80,8 +80,8 @@ class TaskContext:
             set(reward.weights) | {n for phase in reward.phases for n in phase.weights})
         judge = cfg.get("judge")
         stages = tuple(stage.name for stage in (cfg.get("warmup"), cfg.trainer) if stage is not None)
-        return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed), cache_dir=str(cfg.paths.cache_dir),
-                   reward_names=names, stages=stages,
+        return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed),
+                   cache_dir=str(cfg.paths.cache_dir), reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),
                    eval_seed=int(cfg.eval.get("seed", 0)),
                    lora_overrides=typed(cfg.trainer.lora, LoraOverrideConfig))

@@ -64,7 +64,7 @@ class GRPOBench:
 
     def setup(self, out: Path, copy_base: bool = True) -> TrainerSetup:
         return TrainerSetup(self.cfg.model, self.fresh_model(copy_base), self.tokenizer, self.data, RunDir(out),
-                            self.schedule, self.reward_fns, self.data.steering, seed=self.cfg.trainer.seed)
+                            self.schedule, self.reward_fns, seed=self.cfg.trainer.seed)
 
     def ao_calib_trainer(self, out: Path, copy_base: bool = True):
         return build_trainer(self.setup(out, copy_base), self.cfg.trainer)

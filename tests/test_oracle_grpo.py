@@ -37,7 +37,7 @@ def build_setup(tmp_path, overrides) -> tuple[TrainerSetup, object]:
     data = task.build_data(tokenizer, model)
     reward_fns = task.reward_functions()
     schedule = build_reward_schedule(cfg.reward, reward_fns)
-    return TrainerSetup(cfg.model, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns, data.steering,
+    return TrainerSetup(cfg.model, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns,
                         seed=cfg.trainer.seed), cfg
 
 

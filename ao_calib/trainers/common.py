@@ -38,9 +38,13 @@ class TrainerSetup:
     run_dir: RunDir
     schedule: RewardSchedule | None = None  # the reward mix (None for SFT-only runs)
     reward_fns: dict[str, RewardFn] = field(default_factory=dict)
-    steering: Any = None  # an ao_calib.steering.Steering when the task injects activations
     report_to_wandb: bool = False
     seed: int = default_of(TrainerConfig, "seed")  # trainer.seed, the run's one seed (a warm-up's row draws)
+
+    @property
+    def steering(self):
+        """The task's steering (an ao_calib.steering.Steering) when it injects activations, else None."""
+        return getattr(self.data, "steering", None)
 
     def reward_funcs(self) -> list[RewardFn]:
         """The mix's functions in the schedule's order (the order of the weight vector)."""
