@@ -107,8 +107,14 @@ def test_task_reads_bfcl_files_and_scores_per_category(tmp_path):
     assert rewards["bfcl_ast"]([good, bad], bfcl_functions=[row["bfcl_functions"]] * 2,
                                bfcl_ground_truth=[row["bfcl_ground_truth"]] * 2) == [1.0, 0.0]
     assert task.score_one(good, row)["bfcl_ast"] == 1.0
-    records = [{"kind": r["kind"], "scores": task.score_one(r["answer"], r)} for r in data.test.to_list()]
-    assert task.aggregate(records, None, "t")["ast_accuracy/parallel"] == 1.0
+    records = [{"kind": r["kind"], "completion": r["answer"], "scores": task.score_one(r["answer"], r)}
+               for r in data.test.to_list()]
+    metrics = task.aggregate(records, None, "t")
+    assert metrics["ast_accuracy/parallel"] == 1.0 and metrics["empty_where_call_needed"] == 0.0
+    # an empty answer and [] count as empty where a call is needed; on an irrelevance case they are the answer
+    records[0]["completion"], records[1]["completion"] = "", " [] "
+    records.append({"kind": "irrelevance", "completion": "[]", "scores": dict.fromkeys(records[0]["scores"], 1.0)})
+    assert task.aggregate(records, None, "t")["empty_where_call_needed"] == 2 / 8
 
 
 def test_lenient_format_is_a_switch(tmp_path):
@@ -164,6 +170,43 @@ def test_generated_irrelevance_cases_leave_the_other_cases_unchanged():
     with pytest.raises(Exception, match="bfcl_irrelevance"):
         build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
                                        "task.data.generate.bfcl_irrelevance=1.5"]))
+
+
+def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
+    """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
+    namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the
+    query; with a share of 0 the cases are the ones the library alone always gave."""
+    from ao_calib_tasks.function_call.schemas import BY_NAME
+    from ao_calib_tasks.function_call.synthetic import synthetic_functions
+
+    pool = synthetic_functions(bfcl.SYNTHETIC_POOL, seed=5)
+    names = [f.name for f in pool]
+    assert len(set(names)) == len(names) == bfcl.SYNTHETIC_POOL and not set(names) & set(BY_NAME)
+    assert any("." in n for n in names) and any("." not in n for n in names)
+    assert [f.name for f in synthetic_functions(20, seed=5)] != [f.name for f in synthetic_functions(20, seed=6)]
+    mixed = bfcl.generated_cases(120, seed=5, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5)
+    made_up = [c for c in mixed if {f["name"] for f in c["function"]} & set(names)]
+    assert 35 <= len(made_up) <= 85
+    assert {c["category"] for c in made_up} >= {"multiple", "parallel", "parallel_multiple", "irrelevance"}
+    for case in mixed:
+        bfcl.validate_case(case, "generated", 0, 0)
+        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
+                          case["ground_truth"]).valid, case
+    for case in made_up:  # made-up functions take no booleans: every value is written as it is
+        query = case["question"][0][0]["content"]
+        for call in case["ground_truth"]:
+            for options in next(iter(call.values())).values():
+                values = options[0] if isinstance(options[0], list) else [options[0]]
+                for value in values:
+                    if value != "":  # an omitted optional parameter
+                        shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+                        assert shown in query, (shown, query)
+    assert any(not {f["name"] for f in c["function"]} & set(names) for c in mixed)
+    assert bfcl.generated_cases(40, seed=5, tag="train", distractors=1, synthetic=0.0) == \
+        bfcl.generated_cases(40, seed=5, tag="train", distractors=1)
+    with pytest.raises(Exception, match="bfcl_synthetic"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_synthetic=2"]))
 
 
 def test_a_test_path_alone_replaces_only_the_generated_held_out_split():

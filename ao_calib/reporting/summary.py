@@ -92,7 +92,8 @@ TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("no
                  ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
                  ("resolution", "res", ".3f"), ("confidence_std", "conf std", ".3f"),
                  ("selective_accuracy@50", "sel@50%", ".3f"), ("selective_accuracy@80", "sel@80%", ".3f"),
-                 ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"))
+                 ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"),
+                 ("empty_where_call_needed", "empty", ".3f"))
 
 
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:

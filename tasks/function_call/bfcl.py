@@ -240,23 +240,35 @@ def _function_doc(schema) -> dict:
         "required": schema.required}}
 
 
-def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0) -> list[dict]:
+SYNTHETIC_POOL = 400
+"""Made-up functions a run with ``generate.bfcl_synthetic`` draws from (per generator seed)."""
+
+
+def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
+                    synthetic: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, one acceptable value per
     parameter, optional ones omittable when the query does not mention them), for runs without BFCL files.
     ``distractors``: docs of functions the answer does not call, shown beside the needed ones (at most what the
     generator's row offers); with none, a single call falls in BFCL's ``simple`` category instead of ``multiple``.
     ``irrelevance``: the share of cases in BFCL's irrelevance category (the query shown only functions it does
-    not need, at least one; the right answer makes no call). The other cases are drawn as without it."""
+    not need, at least one; the right answer makes no call). The other cases are drawn as without it.
+    ``synthetic``: the share of cases whose functions are made up (:mod:`.synthetic`, a pool of
+    ``SYNTHETIC_POOL`` functions drawn from ``seed``) instead of taken from the hand-written library."""
     from .generate import hash_seed, make_row
     from .parsing import parse_calls
-    from .schemas import BY_NAME
+    from .schemas import BY_NAME, SCHEMAS
+    from .synthetic import synthetic_functions
 
     rng = random.Random(hash_seed(seed, f"bfcl/{tag}"))
     # A separate stream decides which cases are irrelevance cases, so the others are the same cases as without.
     relevance_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/irrelevance"))
+    # the same for made-up functions: without them, the cases are the ones the library alone always gave
+    library_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/synthetic"))
+    made_up = synthetic_functions(SYNTHETIC_POOL, seed) if synthetic else ()
+    by_name = {**BY_NAME, **{s.name: s for s in made_up}}
     cases = []
     for i in range(n):
-        row = make_row(rng)
+        row = make_row(rng, made_up if synthetic and library_rng.random() < synthetic else SCHEMAS)
         needed = {c.name for c in parse_calls(row["answer"])}
         unneeded = [n for n in row["possible_boxed_answers"] if n not in needed]
         # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs
@@ -266,15 +278,15 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
         rng.shuffle(shown)
         query = row["prompt"].rsplit("\n\n", 1)[-1]
         if irrelevance and relevance_rng.random() < irrelevance and unneeded:
-            functions = [_function_doc(BY_NAME[name]) for name in unneeded[:max(1, distractors)]]
+            functions = [_function_doc(by_name[name]) for name in unneeded[:max(1, distractors)]]
             cases.append({"id": f"irrelevance_{tag}{i}", "category": "irrelevance",
                           "question": [[{"role": "user", "content": query}]], "function": functions,
                           "ground_truth": []})
             continue
-        functions = [_function_doc(BY_NAME[name]) for name in shown]
+        functions = [_function_doc(by_name[name]) for name in shown]
         truth = []
         for call in parse_calls(row["answer"]):
-            schema = BY_NAME[call.name]
+            schema = by_name[call.name]
             given = call.kwargs
             truth.append({call.name: {p: [given[p]] if p in given else [""] for p in schema.parameters}})
         calls = len(truth)

@@ -26,6 +26,11 @@ class GeneratedDataConfig(Checked):
         0.0, "data.format=bfcl: the share of cases in BFCL's irrelevance category: a query shown only functions that "
         "cannot answer it, where the right answer is no call (`[]` or a sentence saying so). 0: none.",
         allowed=within(0, 1, high_open=True))
+    bfcl_synthetic: float = setting(
+        0.0, "data.format=bfcl: the share of generated training cases whose functions are made up (namespace, verb, "
+        "object and typed parameters drawn from word lists: ao_calib_tasks.function_call.synthetic) instead of "
+        "taken from the 26 hand-written ones, so that the warm-up teaches reading a doc rather than memorising a "
+        "library. Held-out generated cases keep the hand-written library. 0: none.", allowed=within(0, 1))
 
 
 @dataclass

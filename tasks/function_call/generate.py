@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,29 +95,29 @@ def multi_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, 
     return rng.choice(schema.multi_templates).format(**shown), calls
 
 
-def make_row(rng: random.Random) -> dict[str, Any]:
-    """One complete row in the design note's format."""
+def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS) -> dict[str, Any]:
+    """One complete row in the design note's format, its functions drawn from ``library``."""
     kind = rng.random()
-    multi_capable = [s for s in SCHEMAS if s.multi_arg]
+    multi_capable = [s for s in library if s.multi_arg]
     if kind < 0.2:
         schema = rng.choice(multi_capable)
         query, args = multi_call(schema, rng)
         calls = [(schema, a) for a in args]
     elif kind < 0.35:
-        first, second = rng.sample(SCHEMAS, 2)
+        first, second = rng.sample(library, 2)
         qa, aa = single_call(first, rng)
         qb, ab = single_call(second, rng)
         query = rng.choice(CONNECTORS).format(a=qa, b=qb)
         calls = [(first, aa[0]), (second, ab[0])]
     else:
-        schema = rng.choice(SCHEMAS)
+        schema = rng.choice(library)
         query, args = single_call(schema, rng)
         calls = [(schema, args[0])]
 
     needed = list(dict.fromkeys(s.name for s, _ in calls))
-    others = [s for s in SCHEMAS if s.name not in needed]
+    others = [s for s in library if s.name not in needed]
     total = rng.randint(max(2, len(needed)), 5)
-    shown = [s for s in SCHEMAS if s.name in needed] + rng.sample(others, total - len(needed))
+    shown = [s for s in library if s.name in needed] + rng.sample(others, total - len(needed))
     rng.shuffle(shown)
     prompt = SYSTEM + json.dumps([s.definition() for s in shown], indent=2) + "\n\n" + query
     primary = calls[0][0].name

@@ -70,7 +70,8 @@ class FunctionCallTask(Task):
         # Without a train_path, the generator's cases; a test_path alone (e.g. real BFCL data, scored by
         # `ao_calib.eval ... task.data.test_path=DIR`) replaces only the generated held-out split.
         train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
-                 bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance))
+                 bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance,
+                                      gen.bfcl_synthetic))
         split = data_cfg.eval_split  # "validation": a third stream of generated cases, for choosing settings
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
                 bfcl.generated_cases(gen.n_test, seed, split, gen.bfcl_distractors, gen.bfcl_irrelevance))
@@ -167,12 +168,26 @@ class FunctionCallTask(Task):
             print(f"[eval:{tag}] BFCL AST accuracy by category: " + " | ".join(
                 f"{k.split('/', 1)[1]} {v:.3f}" + (f" (n={counts[k.split('/', 1)[1]]})" if k.split("/", 1)[1] in counts
                                                   else "") for k, v in by_category.items()), flush=True)
+            empty = empty_answer_rate(records)
+            if empty is not None:
+                metrics["empty_where_call_needed"] = empty
+                print(f"[eval:{tag}] empty answers (\"\" or []) where a call is needed: {empty:.3f}", flush=True)
         return metrics
 
 
 def _plain_text(completion: str) -> str:
     status = parse_epistemic_status(completion)
     return status.answer if status.parsed else completion
+
+
+def empty_answer_rate(records: list[dict]) -> float | None:
+    """The share of cases that need a call (every BFCL category but irrelevance) answered with nothing: an empty
+    text or ``[]`` (the cheapest way to a format reward, and what a model unsure of unseen functions falls back to).
+    None without such cases."""
+    needed = [r for r in records if (r.get("kind") or "") not in bfcl.IRRELEVANCE_CATEGORIES]
+    if not needed:
+        return None
+    return sum(_plain_text(r["completion"]).strip() in ("", "[]") for r in needed) / len(needed)
 
 
 def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str, float]:
