@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .schemas import BY_NAME, Param, Schema, Sampler, floats, int_lists, ints, pick, str_lists
+from .schemas import BY_NAME, Param, Sampler, Schema, floats, int_lists, ints, pick, str_lists
 
 NAMESPACES = ("math", "finance", "geo", "weather", "sports", "music", "travel", "health", "chemistry", "physics",
               "legal", "history", "biology", "real_estate", "movies", "books", "shopping", "transit", "stats",
