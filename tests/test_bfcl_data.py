@@ -182,6 +182,8 @@ def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     pool = synthetic_functions(bfcl.SYNTHETIC_POOL, seed=5)
     names = [f.name for f in pool]
     assert len(set(names)) == len(names) == bfcl.SYNTHETIC_POOL and not set(names) & set(BY_NAME)
+    # one function per verb and object: the query's words name one function, whatever its namespace
+    assert len({n.rsplit(".", 1)[-1] for n in names}) == len(names)
     assert any("." in n for n in names) and any("." not in n for n in names)
     assert [f.name for f in synthetic_functions(20, seed=5)] != [f.name for f in synthetic_functions(20, seed=6)]
     mixed = bfcl.generated_cases(120, seed=5, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5)

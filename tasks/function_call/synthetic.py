@@ -116,8 +116,9 @@ PARAMS: tuple[ParamSpec, ...] = (
 # A parameter that the same function can be called with on several values (BFCL's parallel category).
 _MULTI_TYPES = ("int", "float", "str")
 
-OPENERS = ("{Verb} the {obj} {args}.", "Can you {verb} the {obj} {args}?", "I need the {obj} {args}.",
-           "What is the {obj} {args}?", "Please {verb} the {obj} {args}.", "Help me {verb} the {obj} {args}.")
+# Every opener says the verb: the pool holds one function per verb and object, so verb and object name it.
+OPENERS = ("{Verb} the {obj} {args}.", "Can you {verb} the {obj} {args}?", "I want to {verb} the {obj} {args}.",
+           "Could you {verb} the {obj} {args}?", "Please {verb} the {obj} {args}.", "Help me {verb} the {obj} {args}.")
 
 
 def _words(snake: str) -> str:
@@ -169,19 +170,19 @@ def make_function(rng: random.Random, name: str, verb_text: str, obj: str) -> Sc
 
 
 def synthetic_functions(n: int, seed: int) -> tuple[Schema, ...]:
-    """``n`` made-up functions with distinct names (some namespaced, as many BFCL functions are:
-    ``finance.calculate_future_value``); deterministic in ``seed``."""
+    """``n`` made-up functions, one per verb and object (so a query's verb and object name one function even when
+    two functions share a namespace or an object), some namespaced as many BFCL functions are
+    (``finance.calculate_future_value``); deterministic in ``seed``."""
     rng = random.Random(f"synthetic-functions/{seed}")
-    out: dict[str, Schema] = {}
-    limit = len(VERBS) * len(OBJECTS) * (len(NAMESPACES) + 1)
-    if n > limit:
-        raise ValueError(f"at most {limit} made-up functions, asked for {n}")
+    out: dict[tuple[str, str], Schema] = {}
+    if n > len(VERBS) * len(OBJECTS):
+        raise ValueError(f"at most {len(VERBS) * len(OBJECTS)} made-up functions, asked for {n}")
     while len(out) < n:
         verb, verb_text = rng.choice(VERBS)
         obj = rng.choice(OBJECTS)
         name = f"{verb}_{obj}"
         if rng.random() < 0.5:
             name = f"{rng.choice(NAMESPACES)}.{name}"
-        if name not in out and name not in BY_NAME:
-            out[name] = make_function(rng, name, verb_text, obj)
+        if (verb, obj) not in out and name not in BY_NAME:
+            out[verb, obj] = make_function(rng, name, verb_text, obj)
     return tuple(out.values())
