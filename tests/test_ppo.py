@@ -216,3 +216,22 @@ def test_sampled_evaluation_is_seeded_and_leaves_the_callers_random_state_alone(
     assert torch.equal(torch.get_rng_state(), state)
     assert sample(1.0) == first and sample(1.0, seed=1) != first
     assert sample(None) == sample(0) != first  # greedy
+
+
+def test_evaluation_batches_rows_by_length_and_returns_completions_in_row_order(tmp_path):
+    """generate_completions batches prompts of similar length (less padding); each completion still belongs to its
+    row: greedy answers in batches of 3 over rows of very different lengths equal the answers one row at a time."""
+    from ao_calib.evaluation import generate_completions
+
+    cfg = compose_ppo(tmp_path)
+    model, tokenizer = tiny_policy(cfg)
+    texts = [chat[0]["content"] for chat in prompts(6, seed=7)]
+    rows = [{"prompt": [{"role": "user", "content": " ".join([text] * (1 + 3 * (i % 2)))}]}
+            for i, text in enumerate(texts)]
+
+    def greedy(batch_size):
+        return generate_completions(model, tokenizer, rows, chat_template_kwargs={"enable_thinking": False},
+                                    max_new_tokens=6, batch_size=batch_size)
+
+    one_by_one = greedy(1)
+    assert greedy(3) == one_by_one and len(set(one_by_one)) > 1

@@ -24,6 +24,10 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
         tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
         for r in rows
     ]
+    # Batches of similar lengths: a left-padded batch costs its longest prompt times its size, and held-out sets mix
+    # prompts of 150 and 900 tokens (BFCL's docs). The completions are put back in the rows' order.
+    order = sorted(range(len(texts)), key=lambda i: len(tokenizer(texts[i], add_special_tokens=False)["input_ids"]))
+    texts, rows = [texts[i] for i in order], [rows[i] for i in order]
     device = next(model.parameters()).device
     was_training, padding_side = model.training, tokenizer.padding_side
     model.eval()
@@ -54,4 +58,7 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
-    return completions
+    in_order = [""] * len(completions)
+    for position, i in enumerate(order):
+        in_order[i] = completions[position]
+    return in_order
