@@ -1,5 +1,8 @@
 """Made-up functions for training: names, parameters, docs and query templates drawn from word lists.
 
+The word lists are generic: none of their names, objects or values is taken from the real BFCL fixture
+(bench/data/bfcl_v4_real), which scores the result.
+
 The hand-written library (:mod:`.schemas`) has 26 functions; a model warmed up on them learns those 26 and, on a
 real BFCL case whose functions it has never seen, often answers ``[]`` (BENCHMARKS.md, "experiment=function_call_
 smollm2"). Functions made up from a namespace, a verb, an object and typed parameters (each with the words a query
@@ -26,9 +29,9 @@ NAMESPACES = ("math", "finance", "geo", "weather", "sports", "music", "travel", 
 VERBS = (("get", "get"), ("calculate", "calculate"), ("find", "find"), ("fetch", "fetch"),
          ("estimate", "estimate"), ("lookup", "look up"), ("compute", "compute"), ("search", "search for"),
          ("predict", "predict"), ("retrieve", "retrieve"))
-OBJECTS = ("population", "average_rainfall", "area", "volume", "hypotenuse", "future_value", "monthly_payment",
+OBJECTS = ("population", "average_rainfall", "area", "volume", "wind_speed", "shipping_cost", "monthly_payment",
            "ticket_price", "flight_status", "hotel_rates", "reviews", "box_office", "calorie_count",
-           "exchange_rate", "travel_time", "player_stats", "match_schedule", "lawsuit_records", "stock_history",
+           "exchange_rate", "travel_time", "player_stats", "match_schedule", "insurance_quote", "stock_history",
            "crime_rate", "air_quality", "recipe", "nutrition_facts", "discount", "tax_amount", "carbon_footprint",
            "sunrise_time", "tide_times", "museum_hours", "book_details", "song_lyrics", "movie_showtimes",
            "gene_sequence", "molecular_weight", "boiling_point", "velocity", "kinetic_energy", "probability",
@@ -41,7 +44,7 @@ CITIES = ("Paris", "Tokyo", "New York", "London", "Berlin", "Sydney", "Toronto",
 COUNTRIES = ("France", "Japan", "Brazil", "Canada", "India", "Kenya", "Germany", "Mexico", "Norway", "Egypt",
              "Australia", "Spain")
 COMPANIES = ("Acme Corp", "Globex", "Initech", "Umbrella Inc", "Stark Industries", "Wayne Enterprises", "Tesla",
-             "Apple", "Dara Inc", "Hooli")
+             "Apple", "Vandelay Industries", "Hooli")
 PEOPLE = ("Alice Smith", "Bob Jones", "Carol White", "David Lee", "Emma Brown", "Frank Miller", "Grace Kim",
           "Henry Ford", "Isabel Diaz", "John Doe")
 TEAMS = ("Lakers", "Yankees", "Chelsea", "Real Madrid", "Warriors", "Red Sox", "Bulls", "Arsenal")
