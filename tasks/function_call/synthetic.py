@@ -175,7 +175,7 @@ def make_function(rng: random.Random, name: str, verb_text: str, obj: str) -> Sc
 def synthetic_functions(n: int, seed: int) -> tuple[Schema, ...]:
     """``n`` made-up functions, one per verb and object (so a query's verb and object name one function even when
     two functions share a namespace or an object), some namespaced as many BFCL functions are
-    (``finance.calculate_future_value``); deterministic in ``seed``."""
+    (``finance.calculate_loan_interest``); deterministic in ``seed``."""
     rng = random.Random(f"synthetic-functions/{seed}")
     out: dict[tuple[str, str], Schema] = {}
     if n > len(VERBS) * len(OBJECTS):
