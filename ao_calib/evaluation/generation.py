@@ -26,7 +26,8 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     ]
     # Batches of similar lengths: a left-padded batch costs its longest prompt times its size, and held-out sets mix
     # prompts of 150 and 900 tokens (BFCL's docs). The completions are put back in the rows' order.
-    order = sorted(range(len(texts)), key=lambda i: len(tokenizer(texts[i], add_special_tokens=False)["input_ids"]))
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    order = sorted(range(len(texts)), key=lengths.__getitem__)
     texts, rows = [texts[i] for i in order], [rows[i] for i in order]
     device = next(model.parameters()).device
     was_training, padding_side = model.training, tokenizer.padding_side

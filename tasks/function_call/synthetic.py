@@ -131,7 +131,7 @@ def _words(snake: str) -> str:
 def _template(opener: str, verb: str, obj: str, phrases: list[str]) -> str:
     # commas between the phrases: "and" already joins the values of a list or of a parallel call
     args = ", ".join(phrases)
-    return opener.format(Verb=verb[0].upper() + verb[1:], verb=verb, obj=_words(obj), args=args)
+    return opener.format(Verb=verb.capitalize(), verb=verb, obj=_words(obj), args=args)
 
 
 def make_function(rng: random.Random, name: str, verb_text: str, obj: str) -> Schema:
@@ -168,7 +168,7 @@ def make_function(rng: random.Random, name: str, verb_text: str, obj: str) -> Sc
     multi = [s for s in required if s.type in _MULTI_TYPES]
     multi_arg = rng.choice(multi).name if multi else None
     described = ", ".join(_words(s.name) for s in required)
-    return Schema(name, f"{verb_text[0].upper() + verb_text[1:]}s the {_words(obj)} given the {described}.",
+    return Schema(name, f"{verb_text.capitalize()}s the {_words(obj)} given the {described}.",
                   params, groups, multi_arg=multi_arg, multi_templates=groups[()] if multi_arg else ())
 
 
