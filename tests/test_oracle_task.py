@@ -286,3 +286,40 @@ def test_the_sft_warmup_can_train_on_readable_rows_alone(tmp_path, readable_only
     sft = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None)
     assert sft.train["question"] == (["q0", "q2", "q3"] if readable_only else [r["question"] for r in rows])
     assert len(sft.test) == len(rows)
+
+
+def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
+    """task.sft_open_fraction: that share of the warm-up rows whose fact is known is asked as an open question
+    whose target is the fact, with the same activations, layer, placeholders and drawn confidence; rows without a
+    fact (no city named), the held-out split and the main stage keep their yes/no questions; out of range: refused."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.calibration import parse_epistemic_status
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.generate import OPEN_QUESTIONS
+
+    cfg = compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=0.5",
+                              "task.data.generate.questions_per_prompt=3", f"paths.cache_dir={tmp_path}"])
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    task = build_task(cfg)
+    data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+    sft = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None)
+    assert sft.test is data.test and data.train["question"] == [r["question"] for r in data.train]
+    before, after = data.train.to_list(), sft.train.to_list()
+    assert len(before) == len(after)
+    opened = [(b, a) for b, a in zip(before, after) if a["question"] != b["question"]]
+    with_fact = [b for b in before if b.get("fact")]
+    assert 0.35 < len(opened) / len(with_fact) < 0.65
+    assert all(b.get("fact") for b, _ in opened) and any(not b.get("fact") for b in before)
+    for b, a in opened:
+        assert a["question"] in OPEN_QUESTIONS[b["kind"]] and a["answer"] == b["fact"]
+        status, old = parse_epistemic_status(a["completion"]), parse_epistemic_status(b["completion"])
+        assert status.answer == b["fact"] and status.confidence == old.confidence
+        assert a["activation_id"] == b["activation_id"] and a["source_layer"] == b["source_layer"]
+        text = a["prompt"][0]["content"]
+        assert text.endswith(a["question"]) and text.count(" ?") == b["prompt"][0]["content"].count(" ?")
+    assert {a["answer"] for b, a in zip(before, after) if a["question"] == b["question"]} <= {"Yes", "No"}
+    with pytest.raises(Exception, match="sft_open_fraction"):
+        compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])

@@ -156,6 +156,12 @@ class OracleTaskConfig(TaskConfig):
         "rows without the field count as readable). A row about an unstated fact has a coin-flip label: in the "
         "warm-up it teaches the oracle to guess, and it slows the reading it is there to teach. GRPO still sees "
         "every row: the stated confidence is learned where reading fails too.")
+    sft_open_fraction: float = setting(
+        0.0, "warmup=sft asks this share of its rows (those of generated data, whose fact is known) as an open "
+        "question about the same fact (\"What is the user's mood?\" -> \"positive\") in place of the yes/no one. A "
+        "yes/no answer needs the oracle to read the fact and compare it with the question at once, which it learns "
+        "late and abruptly; the open answer is the fact itself, read directly. Training rows only: evaluation and "
+        "GRPO keep the yes/no questions.", allowed=within(0, 1))
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "

@@ -59,6 +59,12 @@ TOPIC_QUESTIONS = ["Is this text about {x}?", "Is the user asking about {x}?", "
 MOOD_WORDS = {"positive": ["positive", "happy", "cheerful"], "negative": ["negative", "upset", "unhappy"]}
 MOOD_QUESTIONS = ["Is the user in a {x} mood?", "Does the user sound {x}?", "Is the writer feeling {x}?"]
 CITY_QUESTIONS = ["Does the text mention {x}?", "Is {x} named in the text?"]
+# Open questions whose answer is the fact itself (the topic, "positive"/"negative", the city): asked only in the
+# SFT warm-up (task.sft_open_fraction), where they teach the oracle to read before it compares.
+OPEN_QUESTIONS = {"topic": ["What is this text about?", "What topic is the user asking about?",
+                            "Which subject does this request concern?"],
+                  "mood": ["What is the user's mood?", "How does the user feel?", "What mood is the writer in?"],
+                  "city": ["Which city does the text mention?", "Where does the user live?"]}
 CITIES = ["Paris", "Tokyo", "Berlin", "Cairo", "Toronto", "Sydney", "Madrid", "Seoul", "Lima", "Oslo"]
 KINDS = ("topic", "mood", "city")
 
@@ -102,10 +108,20 @@ def make_question(facts: dict, kind: str, rng: random.Random, phrasings: int = 1
     raise ValueError(f"unknown question kind {kind!r}; choose from {KINDS}")
 
 
+def open_question(kind: str, rng: random.Random, phrasings: int = 1) -> str:
+    """An open question about one kind of fact ("What is the user's mood?"), in one of the first ``phrasings``
+    wordings; its answer is the row's ``fact``."""
+    if kind not in OPEN_QUESTIONS:
+        raise ValueError(f"unknown question kind {kind!r}; choose from {KINDS}")
+    forms = OPEN_QUESTIONS[kind]
+    return forms[rng.randrange(min(phrasings, len(forms)))]
+
+
 def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, ...] | list[str], seed: int,
                   prompt_offset: int = 0, stated_fraction: float = 1.0, phrasings: int = 1) -> list[dict]:
     """``n_prompts`` distinct prompts, each with ``questions_per_prompt`` questions of the given kinds. Each row
-    says whether the fact it asks about is written in the prompt (``readable``)."""
+    says whether the fact it asks about is written in the prompt (``readable``) and what that fact is (``fact``:
+    the topic, the mood, or the city, None for a prompt that names none)."""
     rng = random.Random(seed)
     rows, seen = [], set()
     while len(seen) < n_prompts:
@@ -117,7 +133,7 @@ def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, .
             kind = kinds[q % len(kinds)]
             question, answer = make_question(facts, kind, rng, phrasings)
             rows.append({"prompt": facts["prompt"], "question": question, "answer": answer, "kind": kind,
-                         "readable": facts["readable"][kind], "prompt_id": prompt_offset + len(seen) - 1})
+                         "readable": facts["readable"][kind], "fact": facts[kind], "prompt_id": prompt_offset + len(seen) - 1})
     return rows
 
 

@@ -29,7 +29,7 @@ from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, cal
 from .classification import load_suite
 from .config import OracleTaskConfig
 from .data import load_labelled_rows, load_wildchat
-from .generate import generate_splits
+from .generate import generate_splits, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
 from .steering import ActivationSteering, pair_controls
@@ -185,6 +185,7 @@ class OracleTask(Task):
             "source_layer": layer,
             "kind": row.get("kind", "labelled"),
             **({"readable": row["readable"]} if "readable" in row else {}),
+            **({"fact": row["fact"]} if "fact" in row else {}),
         }
 
     # --------------------------------------------------------------------------------- rewards / eval
@@ -264,12 +265,14 @@ class OracleTask(Task):
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
-            if not self.config.sft_readable_only:
-                return data
-            train = data.train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
-            log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
-                     len(train), len(data.train))
-            return data.with_train(train)
+            train = data.train
+            if self.config.sft_readable_only:
+                train = train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
+                log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
+                         len(train), len(data.train))
+            if self.config.sft_open_fraction:
+                train = self._with_open_questions(train)
+            return data if train is data.train else data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
 
         rows = data.train.to_list()[: stage.num_questions or None]
@@ -279,6 +282,27 @@ class OracleTask(Task):
         # Judged, written and printed once; every process trains on the same targets.
         targets = distributed.on_main(lambda: self._format_targets(stage, rows, raw, run_dir))
         return data.with_train(datasets.Dataset.from_list(targets))
+
+    def _with_open_questions(self, train: datasets.Dataset) -> datasets.Dataset:
+        """``task.sft_open_fraction`` of the rows with a known fact, asked as an open question whose target answer
+        is the fact (the same activations, layer and drawn confidence); the choice of rows and wordings is seeded by
+        the data seed, so every run on the same data asks the same ones."""
+        rng = random.Random(f"open:{self.data_seed}")
+        phrasings = self.config.data.generate.phrasings
+        suffix = CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else ""
+        rows, asked = [], 0
+        for row in train.to_list():
+            if row.get("fact") and rng.random() < self.config.sft_open_fraction:
+                question = open_question(row["kind"], rng, phrasings)
+                num_vectors = len(self._steering.store[row["activation_id"]][int(row["source_layer"])])
+                confidence = parse_epistemic_status(row["completion"]).confidence
+                row = {**row, "question": question, "answer": row["fact"],
+                       "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question + suffix),
+                       "completion": format_epistemic_status(confidence, row["fact"])}
+                asked += 1
+            rows.append(row)
+        log.info("warm-up: %d of %d rows asked as open questions (task.sft_open_fraction)", asked, len(rows))
+        return datasets.Dataset.from_list(rows)
 
     def _format_targets(self, stage, rows: list[dict], raw: list[str], run_dir: RunDir) -> list[dict]:
         answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
