@@ -133,7 +133,8 @@ def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, .
             kind = kinds[q % len(kinds)]
             question, answer = make_question(facts, kind, rng, phrasings)
             rows.append({"prompt": facts["prompt"], "question": question, "answer": answer, "kind": kind,
-                         "readable": facts["readable"][kind], "fact": facts[kind], "prompt_id": prompt_offset + len(seen) - 1})
+                         "readable": facts["readable"][kind], "fact": facts[kind],
+                         "prompt_id": prompt_offset + len(seen) - 1})
     return rows
 
 
