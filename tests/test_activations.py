@@ -37,7 +37,8 @@ def test_target_text_is_one_user_turn_without_generation_prompt(tiny):
 
 
 @pytest.mark.parametrize("rule", [PositionRule("last_k", k=4), PositionRule("full"),
-                                  PositionRule("window", window_min=2, window_max=5, seed=3)])
+                                  PositionRule("window", window_min=2, window_max=5, seed=3),
+                                  PositionRule("last_k", k=64, skip_first=1), PositionRule("full", skip_first=2)])
 def test_extraction_matches_a_full_forward_pass(tiny, rule):
     tokenizer, model = tiny
     layers = [1, 2]
@@ -53,6 +54,22 @@ def test_extraction_matches_a_full_forward_pass(tiny, rule):
         again = extract_activations(model, tokenizer, PROMPTS, layers, rule)
         for a, b in zip(acts, again):
             torch.testing.assert_close(a[1], b[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["last_k", "window", "full"])
+def test_no_rule_reads_the_skipped_leading_tokens(kind):
+    """task.activations.skip_first: the first tokens (an attention sink) are never read, whatever the rule; the
+    rule is unchanged elsewhere, and a text with nothing after them is refused."""
+    rule = PositionRule(kind, k=30, window_min=1, window_max=40, skip_first=2)
+    plain = PositionRule(kind, k=30, window_min=1, window_max=40)
+    for n in range(3, 60):
+        got = rule.select(n, f"text {n}")
+        assert got and min(got) >= 2 and max(got) < n and got == list(range(got[0], got[-1] + 1))
+        if kind != "window":
+            assert got == [i for i in plain.select(n, f"text {n}") if i >= 2]
+    assert PositionRule("last_k", k=3, skip_first=1).select(10, "t") == [7, 8, 9]
+    with pytest.raises(ValueError, match="none after the first skip_first=2"):
+        rule.select(2, "two tokens")
 
 
 def test_forward_stops_after_the_deepest_layer(tiny):

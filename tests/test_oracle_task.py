@@ -268,6 +268,30 @@ def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_
                               atol=1e-5)
 
 
+def test_the_oracle_never_reads_the_skipped_leading_tokens(tmp_path):
+    """task.activations.skip_first reaches the extraction: with k above every prompt's length, each prompt's
+    vectors are those of every token but the first, and each oracle prompt holds one placeholder per vector."""
+    import torch
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.prompt import PLACEHOLDER
+
+    def built(skip: int):
+        cfg = compose_run_config(["experiment=oracle_tiny", "task.activations.k=200", "task.activations.center=false",
+                                  f"task.activations.skip_first={skip}", f"paths.cache_dir={tmp_path}"])
+        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        return build_task(cfg).build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+
+    every, skipped = built(0), built(1)
+    for row in skipped.train.to_list()[:20] + skipped.test.to_list()[:20]:
+        layer, aid = row["source_layer"], row["activation_id"]
+        vectors = skipped.steering.store[aid][layer]
+        assert torch.equal(vectors, every.steering.store[aid][layer][1:])
+        assert row["prompt"][0]["content"].count(PLACEHOLDER) == len(vectors)
+
+
 @pytest.mark.parametrize("readable_only", [False, True])
 def test_the_sft_warmup_can_train_on_readable_rows_alone(tmp_path, readable_only):
     """task.sft_readable_only: warmup=sft trains only on rows whose fact the prompt states (rows without the field

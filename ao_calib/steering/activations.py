@@ -36,26 +36,32 @@ def layer_indices(num_hidden_layers: int, layer_percents: Sequence[int]) -> list
 @dataclass(frozen=True)
 class PositionRule:
     """Which token positions of the target prompt to keep: the last ``k``, a random window of ``window_min`` to
-    ``window_max`` tokens (seeded by the text, so it is the same on every run), or every token."""
+    ``window_max`` tokens (seeded by the text, so it is the same on every run), or every token; never one of the
+    first ``skip_first`` tokens."""
 
     kind: str = "last_k"
     k: int = 10
     window_min: int = 1
     window_max: int = 10
     seed: int = 0
+    skip_first: int = 0
 
     def __post_init__(self):
         if self.kind not in POSITION_RULES:
             raise ValueError(f"position rule must be one of {POSITION_RULES}, got {self.kind!r}")
 
     def select(self, n_tokens: int, text: str) -> list[int]:
+        first = self.skip_first
+        if n_tokens <= first:
+            raise ValueError(f"a target text of {n_tokens} tokens has none after the first skip_first={first}: "
+                             f"{text[:80]!r}")
         if self.kind == "full":
-            return list(range(n_tokens))
+            return list(range(first, n_tokens))
         if self.kind == "last_k":
-            return list(range(max(0, n_tokens - self.k), n_tokens))
+            return list(range(max(first, n_tokens - self.k), n_tokens))
         rng = random.Random(f"{self.seed}:{text}")
-        length = min(n_tokens, rng.randint(self.window_min, self.window_max))
-        start = rng.randint(0, n_tokens - length)
+        length = min(n_tokens - first, rng.randint(self.window_min, self.window_max))
+        start = rng.randint(first, n_tokens - length)
         return list(range(start, start + length))
 
 

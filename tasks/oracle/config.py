@@ -74,6 +74,11 @@ class OracleActivationsConfig(Checked):
     window_min: int = setting(1, "positions=window: the shortest window, in tokens.", allowed=at_least(1))
     window_max: int = setting(10, "positions=window: the longest window, in tokens (at least window_min).",
                               allowed=at_least(1))
+    skip_first: int = setting(
+        0, "Leading tokens of the templated prompt never read, whatever the rule. The first token of most decoders is "
+        "an attention sink whose residual norm dwarfs every other (SmolLM2 at layer 15: about 25,000 against 150-250): "
+        "read, it carries nothing about the prompt, and with center=true it all but makes the training mean.",
+        allowed=at_least(0))
     batch_size: int = setting(16, "Target prompts per forward pass when the activations are collected.",
                               allowed=at_least(1))
     cache: bool = setting(True, "Cache the activations as safetensors under paths.cache_dir/activations, shared by "

@@ -25,11 +25,12 @@ from ao_calib import models
 from ao_calib.errors import AOCalibError
 from ao_calib.settings import plain
 from ao_calib.steering import steer
-from ao_calib.steering.activations import PositionRule, extract_activations, layer_indices
+from ao_calib.steering.activations import extract_activations, layer_indices
 from ao_calib.trainers.sft import end_of_turn
 
 from .generate import generate_splits
 from .prompt import encode_oracle_prompt, placeholder_token_id
+from .steering import position_rule
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def _train(task, context, out: Path) -> None:
     rows, _ = generate_splits(settings.n_prompts, 1, 3, list(task.data.generate.kinds), settings.seed + 1000)
     layers = layer_indices(model.config.get_text_config().num_hidden_layers, task.layer_percents)
     acts = task.activations
-    rule = PositionRule(acts.positions, k=acts.k, window_min=acts.window_min, window_max=acts.window_max)
+    rule = position_rule(acts)
     prompts = sorted({r["prompt"] for r in rows})
     vectors = dict(zip(prompts, extract_activations(model, tokenizer, prompts, layers, rule,
                                                     batch_size=acts.batch_size)))

@@ -11,8 +11,15 @@ import torch
 
 from .prompt import find_placeholder_positions
 from ao_calib.steering import SteeringBatch, SteeringError, steer
+from ao_calib.steering.activations import PositionRule
 
 CONDITIONS = ("own", "other", "none")  # whose activations an evaluation injects: the prompt's, another's, noise
+
+
+def position_rule(activations) -> PositionRule:
+    """The positions ``task.activations`` reads."""
+    return PositionRule(activations.positions, k=activations.k, window_min=activations.window_min,
+                        window_max=activations.window_max, skip_first=activations.skip_first)
 
 
 def pair_controls(rows: list[dict], fallback: list[dict] = ()) -> list[dict]:

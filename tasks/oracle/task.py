@@ -22,8 +22,7 @@ from ao_calib.io import append_jsonl
 from ao_calib.judges.label import yes_no
 from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
-from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
-                                           layer_indices)
+from ao_calib.steering.activations import ActivationCache, ExtractionStats, extract_activations, layer_indices
 from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, calibration_figures
 
 from .classification import load_suite
@@ -32,7 +31,7 @@ from .data import load_labelled_rows, load_wildchat
 from .generate import generate_splits, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
-from .steering import ActivationSteering, pair_controls
+from .steering import ActivationSteering, pair_controls, position_rule
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +154,7 @@ class OracleTask(Task):
 
     def _extract(self, prompts: set[str], tokenizer, model, layers: list[int]) -> dict:
         acfg = self.config.activations
-        rule = PositionRule(acfg.positions, k=acfg.k, window_min=acfg.window_min, window_max=acfg.window_max)
+        rule = position_rule(acfg)
         model_id = f"{model.config._name_or_path or self.context.model.hub_id}:{model.dtype}"
         cache = ActivationCache(Path(self.context.cache_dir) / "activations", model_id) if acfg.cache else None
         ordered = sorted(prompts)
