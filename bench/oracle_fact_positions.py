@@ -58,7 +58,8 @@ def main() -> None:
             start = text.index(found[0])
             for k in args.windows:
                 inside[k][kind] += start >= offsets[max(0, len(offsets) - k)][0]
-    print(f"{len(prompts)} prompts: {min(lengths)}-{max(lengths)} tokens templated (mean {statistics.mean(lengths):.1f})")
+    print(f"{len(prompts)} prompts: {min(lengths)}-{max(lengths)} tokens templated "
+          f"(mean {statistics.mean(lengths):.1f})")
     for k in args.windows:
         print(f"last {k}: " + ", ".join(f"{kind} {inside[k][kind]} of {stated[kind]}" for kind in PHRASES))
 

@@ -90,7 +90,8 @@ def main() -> None:
         """A held-out row asked as an open question about its fact, as the warm-up asks its open rows."""
         question = open_question(row["kind"], rng, cfg.task.data.generate.phrasings) + instruction
         num_vectors = len(steering.store[row["activation_id"]][int(row["source_layer"])])
-        return {**row, "answer": row["fact"], "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question)}
+        prompt = oracle_messages(int(row["source_layer"]), num_vectors, question)
+        return {**row, "answer": row["fact"], "prompt": prompt}
 
     def target(row: dict) -> int:
         if row["answer"] in ("Yes", "No"):
