@@ -31,11 +31,9 @@ import random
 import time
 
 import torch
-from ao_calib_tasks.oracle.generate import MOODS, TOPICS, open_question
-from ao_calib_tasks.oracle.prompt import oracle_messages
+from ao_calib_tasks.oracle.generate import MOODS, TOPICS
 
 from ao_calib import models
-from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.config import compose_run_config
 from ao_calib.settings import plain
 from ao_calib.task_api import build_task
@@ -72,7 +70,6 @@ def main() -> None:
     model = models.attach_lora(model, cfg.model)
     train = task.warmup_data(cfg.warmup, model, tokenizer, data, run_dir=None).train.to_list()
     steering = data.steering
-    instruction = CONFIDENCE_INSTRUCTION if cfg.task.prompt.confidence_instruction else ""
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in ("Yes", "No"))
     first = {kind: [tokenizer.encode(v, add_special_tokens=False)[0] for v in values]
              for kind, values in VALUES.items()}
@@ -85,13 +82,6 @@ def main() -> None:
         enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         with steering.context(model, steering.batch_for(rows, enc["input_ids"], condition), "sft"):
             return model(**enc).logits[:, -1]
-
-    def as_open(row: dict, rng: random.Random) -> dict:
-        """A held-out row asked as an open question about its fact, as the warm-up asks its open rows."""
-        question = open_question(row["kind"], rng, cfg.task.data.generate.phrasings) + instruction
-        num_vectors = len(steering.store[row["activation_id"]][int(row["source_layer"])])
-        prompt = oracle_messages(int(row["source_layer"]), num_vectors, question)
-        return {**row, "answer": row["fact"], "prompt": prompt}
 
     def target(row: dict) -> int:
         if row["answer"] in ("Yes", "No"):
@@ -107,7 +97,7 @@ def main() -> None:
                 hits: dict[str, list[bool]] = {}
                 rng = random.Random(0)
                 for i in range(0, len(rows), 32):
-                    chunk = [as_open(r, rng) if form == "open" else r for r in rows[i:i + 32]]
+                    chunk = [task.asked_openly(r, rng) if form == "open" else r for r in rows[i:i + 32]]
                     logits = last_logits(chunk, condition)
                     for row, out in zip(chunk, logits):
                         if form == "open":

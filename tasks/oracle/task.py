@@ -287,21 +287,25 @@ class OracleTask(Task):
         is the fact (the same activations, layer and drawn confidence); the choice of rows and wordings is seeded by
         the data seed, so every run on the same data asks the same ones."""
         rng = random.Random(f"open:{self.data_seed}")
-        phrasings = self.config.data.generate.phrasings
-        suffix = CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else ""
         rows, asked = [], 0
         for row in train.to_list():
             if row.get("fact") and rng.random() < self.config.sft_open_fraction:
-                question = open_question(row["kind"], rng, phrasings)
-                num_vectors = len(self._steering.store[row["activation_id"]][int(row["source_layer"])])
                 confidence = parse_epistemic_status(row["completion"]).confidence
-                row = {**row, "question": question, "answer": row["fact"],
-                       "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question + suffix),
-                       "completion": format_epistemic_status(confidence, row["fact"])}
+                row = self.asked_openly(row, rng)
+                row["completion"] = format_epistemic_status(confidence, row["fact"])
                 asked += 1
             rows.append(row)
         log.info("warm-up: %d of %d rows asked as open questions (task.sft_open_fraction)", asked, len(rows))
         return datasets.Dataset.from_list(rows)
+
+    def asked_openly(self, row: dict, rng: random.Random) -> dict:
+        """``row`` (one with a known ``fact``) asked as an open question about its fact, in a wording drawn from
+        ``rng``: the same activations and layer, the answer the fact itself."""
+        question = open_question(row["kind"], rng, self.config.data.generate.phrasings)
+        suffix = CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else ""
+        num_vectors = len(self._steering.store[row["activation_id"]][int(row["source_layer"])])
+        return {**row, "question": question, "answer": row["fact"],
+                "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question + suffix)}
 
     def _format_targets(self, stage, rows: list[dict], raw: list[str], run_dir: RunDir) -> list[dict]:
         answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
