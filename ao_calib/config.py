@@ -27,7 +27,8 @@ from ao_calib.settings import Checked, SettingError, above, at_least, check_tree
 # The trainers' schemas live in their room (ao_calib.trainers.config); here for registration and the run's Config.
 from ao_calib.trainers.config import (  # noqa: F401
     FormatWarmupConfig, GRPOTrainerConfig, GroupTrainerConfig, LoraOverrideConfig, OnlineTrainerConfig,
-    PPOTrainerConfig, PromptLengthPolicy, RLOOTrainerConfig, SFTTrainerConfig, TrainerConfig, WarmupConfidence)
+    PPOTrainerConfig, PromptLengthPolicy, RLOOTrainerConfig, SFTTrainerConfig, SFTWarmupConfig, TrainerConfig,
+    WarmupConfidence)
 
 # ---------------------------------------------------------------------------------------------- model
 
@@ -236,7 +237,7 @@ class Config:
     paths: PathsConfig = setting(MISSING, "Output and cache directories.")
     eval: EvalConfig = setting(factory=EvalConfig, help="Held-out evaluation.")
     alerts: AlertsConfig = setting(factory=AlertsConfig, help="Failure-mode alerts.")
-    warmup: Optional[SFTTrainerConfig] = setting(None, "An SFT stage run before trainer on the same adapter: "
+    warmup: Optional[SFTWarmupConfig] = setting(None, "An SFT stage run before trainer on the same adapter: "
                                                  "warmup=sft (the task's reference completions) or warmup=format "
                                                  "(the model's own answers, tagged); null: none.")
     run_name: str = setting("${task.name}-${model.name}-${trainer.name}", "The run's name (wandb, reports).")
@@ -265,7 +266,7 @@ def register_schemas() -> None:
     cs.store(group="trainer", name="sft_schema", node=SFTTrainerConfig)
     cs.store(group="trainer", name="rloo_schema", node=RLOOTrainerConfig)
     cs.store(group="trainer", name="ppo_schema", node=PPOTrainerConfig)
-    cs.store(group="warmup", name="sft_warmup_schema", node=SFTTrainerConfig)
+    cs.store(group="warmup", name="sft_warmup_schema", node=SFTWarmupConfig)
     cs.store(group="warmup", name="format_warmup_schema", node=FormatWarmupConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="paths", name="paths_schema", node=PathsConfig)

@@ -185,7 +185,8 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -
 
 def _stages(cfg: DictConfig) -> list[tuple[str, DictConfig]]:
     """An optional warm-up SFT stage, then the configured trainer, on the same adapter."""
-    return ([("warmup", cfg.warmup)] if cfg.warmup is not None else []) + [("train", cfg.trainer)]
+    warmup = cfg.warmup is not None and cfg.warmup.get("enabled", True)
+    return ([("warmup", cfg.warmup)] if warmup else []) + [("train", cfg.trainer)]
 
 
 def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:

@@ -79,7 +79,9 @@ class TaskContext:
         names = frozenset() if reward is None else frozenset(
             set(reward.weights) | {n for phase in reward.phases for n in phase.weights})
         judge = cfg.get("judge")
-        stages = tuple(stage.name for stage in (cfg.get("warmup"), cfg.trainer) if stage is not None)
+        warmup = cfg.get("warmup")
+        stages = tuple(stage.name for stage in (warmup, cfg.trainer)
+                       if stage is not None and stage.get("enabled", True))
         return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed),
                    cache_dir=str(cfg.paths.cache_dir), reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),

@@ -34,6 +34,7 @@ import torch
 from ao_calib_tasks.oracle.generate import MOODS, TOPICS
 
 from ao_calib import models
+from ao_calib.calibration.metrics import auroc
 from ao_calib.config import compose_run_config
 from ao_calib.settings import plain
 from ao_calib.task_api import build_task
@@ -95,6 +96,8 @@ def main() -> None:
         for form in ("yes_no", "open"):
             for condition in ("own", "none"):
                 hits: dict[str, list[bool]] = {}
+                sure: dict[str, list[float]] = {}  # yes/no: the probability of the answer given, P(Yes) vs P(No)
+                scored: list[tuple[float, bool]] = []
                 rng = random.Random(0)
                 for i in range(0, len(rows), 32):
                     chunk = [task.asked_openly(r, rng) if form == "open" else r for r in rows[i:i + 32]]
@@ -104,8 +107,17 @@ def main() -> None:
                             right = VALUES[row["kind"]][int(out[first[row["kind"]]].argmax())] == row["fact"]
                         else:
                             right = bool(out[yes] > out[no]) == (row["answer"] == "Yes")
+                            p = float(torch.softmax(out[[yes, no]].float(), 0).max())
+                            sure.setdefault(row["kind"] + ("" if row["readable"] else "_unstated"), []).append(p)
+                            scored.append((p, right))
                         hits.setdefault(row["kind"] + ("" if row["readable"] else "_unstated"), []).append(right)
                 result[f"{form}_{condition}"] = {k: round(sum(v) / len(v), 3) for k, v in sorted(hits.items())}
+                if sure:
+                    # does the reader know when it reads? its answer's probability, per kind and over all rows
+                    result[f"{form}_{condition}_answer_probability"] = {
+                        k: round(sum(v) / len(v), 3) for k, v in sorted(sure.items())}
+                    result[f"{form}_{condition}_answer_probability_auroc"] = round(
+                        auroc([p for p, _ in scored], [float(r) for _, r in scored]), 3)
         model.train()
         return result
 

@@ -128,3 +128,34 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
             assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
     assert numbers > 0  # the warmed-up oracle writes tags, so the rule really applied
     assert math.isfinite(trainer.metrics_file.last["calibration/confidence_advantage_std"])
+
+
+@pytest.mark.parametrize("up, down", [(1, 1), (3, 1)])
+def test_the_numbers_credit_pulls_it_to_the_hit_rate_unless_each_group_is_scaled_alone(up, down):
+    """Groups whose answers are all right (target 1) and all wrong (target 0), each stating the same spread of
+    numbers around c: the net push on the number (sum of advantage x centred number) changes sign at the hit rate
+    up / (up + down) under batch and no scaling, as the squared error's gradient does. Each group divided by its own
+    std pushes as hard up as down whatever c (hit rate 0.5), and at 0.75 still pushes up from 0.9: the drift to 100
+    seen on SmolLM2 (task.calibration.credit_scale)."""
+    def push(c: float, scale: str) -> float:
+        spread = torch.tensor([-0.1, 0.0, 0.1])
+        confidence = torch.cat([c + spread] * (up + down))
+        informativeness = torch.cat([torch.ones(3)] * up + [torch.zeros(3)] * down)
+        advantages = group_normalised(calibration_terms(confidence, informativeness, 3, "calibration"), 3, scale)
+        grouped = confidence.view(-1, 3)
+        return float((advantages.view(-1, 3) * (grouped - grouped.mean(1, keepdim=True))).sum())
+
+    rate = up / (up + down)
+    for scale in ("batch", "none"):
+        assert push(rate - 0.15, scale) > 1e-4 and push(rate + 0.15, scale) < -1e-4
+        assert abs(push(rate, scale)) < 1e-6
+    if up == down:
+        assert abs(push(0.2, "group")) < 0.1 * abs(push(0.2, "batch"))  # next to no pull back towards 0.5
+    else:
+        assert push(0.9, "group") > 0.1  # pushed further up past the hit rate
+
+
+def test_the_numbers_credit_is_batch_scaled_by_default():
+    assert CalibrationConfig().credit_scale == "batch"
+    with pytest.raises(ValueError, match="credit_scale"):
+        CalibrationConfig(credit_scale="rank")

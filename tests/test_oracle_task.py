@@ -347,3 +347,41 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
     assert {a["answer"] for b, a in zip(before, after) if a["question"] == b["question"]} <= {"Yes", "No"}
     with pytest.raises(Exception, match="sft_open_fraction"):
         compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])
+
+
+def test_rl_none_rows_inject_random_vectors_of_the_own_norms_in_training_only(tmp_path):
+    """task.rl_none_fraction: that share of the training rows are copies whose activation id names random vectors
+    with the norms of the row's own (per position); the held-out split is untouched and the warm-up never sees them."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.task import NONE_ID_PREFIX
+
+    def built(fraction: float):
+        cfg = compose_run_config(["experiment=oracle_tiny", f"task.rl_none_fraction={fraction}",
+                                  f"paths.cache_dir={tmp_path}"])
+        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        task = build_task(cfg)
+        return task, task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+
+    _, plain = built(0.0)
+    task, data = built(0.25)
+    train = data.train.to_list()
+    noise = [r for r in train if r["activation_id"].startswith(NONE_ID_PREFIX)]
+    assert len(train) == len(plain.train) + len(noise)
+    assert len(noise) / len(train) == pytest.approx(0.25, abs=1 / len(train))
+    assert data.test.to_list() == plain.test.to_list()
+    assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in plain.train.to_list())
+    for row in noise[:20]:
+        layer = row["source_layer"]
+        injected = data.steering.vectors([row])[0]
+        own = data.steering.store[row["activation_id"][len(NONE_ID_PREFIX):]][layer]
+        assert injected.shape == own.shape and not torch.allclose(injected, own)
+        assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
+        assert row.get("readable") in (None, False)
+    warmup = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None).train.to_list()
+    assert len(warmup) == len(plain.train)
+    assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in warmup)

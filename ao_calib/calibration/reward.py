@@ -42,6 +42,14 @@ class CalibrationConfig(Checked):
         "informativeness of the other completions of the group (the oracle's hit rate on that question and those "
         "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer "
         "(ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
+    credit_scale: str = setting(
+        "batch", "How the number's advantages (credit calibration or group) are scaled after centring within each "
+        "group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's default "
+        "scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle that "
+        "answers a question the same way every time), and dividing by each group's std gives a group that pushes "
+        "the number up the same force as one that pushes it down, whatever the number: the pull of the squared "
+        "error towards the hit rate is gone and the confidence drifts to 100 (BENCHMARKS.md, \"Why GRPO's "
+        "confidence went to 100\").", allowed=one_of("batch", "group", "none"))
 
 
 @dataclass

@@ -191,6 +191,14 @@ class SFTTrainerConfig(TrainerConfig):
         "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
 
 
+@dataclass
+class SFTWarmupConfig(SFTTrainerConfig):
+    """``warmup=sft``: an SFT stage before the main trainer, on the same adapter."""
+
+    enabled: bool = setting(True, "false: the stage is skipped, e.g. to drop a preset's warm-up and start the "
+                            "trainer from a saved one (trainer.init_from=RUN_DIR/checkpoints/warmup/checkpoint-N).")
+
+
 class WarmupConfidence(str, Enum):
     """Where a format warm-up's confidence tags come from."""
 
@@ -206,7 +214,7 @@ class WarmupConfidence(str, Enum):
 
 
 @dataclass
-class FormatWarmupConfig(SFTTrainerConfig):
+class FormatWarmupConfig(SFTWarmupConfig):
     """``warmup=format``: the model answers the training questions itself (greedy, with the task's steering), each
     answer is tagged ``[epistemic status: NN]``, and a short SFT teaches the tag while the answers stay the model's
     own. Needs no reference answers, so it works on judge-only data (WildChat). Tasks opt in through

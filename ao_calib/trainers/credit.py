@@ -13,6 +13,11 @@ normalises rewards; every other token keeps TRL's advantage:
   group (the same best confidence, the chance of being right) without the coin flip of one answer.
 
 What both give up: credit to the number for any effect it has on the answer written after it.
+
+The terms are centred within each group and scaled as ``task.calibration.credit_scale`` says (by default by the
+batch's std, not each group's, whatever TRL's ``scale_rewards``): the target ``m`` is often 0 or 1 for a whole
+group, and a per-group std rescales ``−(NN/100 − 1)²`` and ``−(NN/100)²`` to the same spread, so a group pushing
+the number up pushes as hard as one pushing it down; the squared error's pull towards the hit rate is lost.
 """
 
 from __future__ import annotations
@@ -103,7 +108,7 @@ class ConfidenceCreditMixin:
                              dtype=torch.float32, device=output["advantages"].device).view(-1, 2)
         scored = self.accelerator.gather(local)  # groups may straddle processes, as TRL's rewards do
         terms = calibration_terms(scored[:, 0], scored[:, 1], self.num_generations, reward.rule.credit)
-        advantages = group_normalised(terms, self.num_generations, self.scale_rewards)
+        advantages = group_normalised(terms, self.num_generations, reward.rule.credit_scale)
         n = len(reward.scored)
         output["confidence_advantages"] = advantages[self.accelerator.process_index * n:][:n]
         output["confidence_token_mask"] = confidence_token_mask(

@@ -167,6 +167,13 @@ class OracleTaskConfig(TaskConfig):
         "yes/no answer needs the oracle to read the fact and compare it with the question at once, which it learns "
         "late and abruptly; the open answer is the fact itself, read directly. Training rows only: evaluation and "
         "GRPO keep the yes/no questions.", allowed=within(0, 1))
+    rl_none_fraction: float = setting(
+        0.0, "The share of the RL stage's training rows (GRPO) whose activations carry nothing: copies of training "
+        "rows (each row at most once, chosen by the data seed) with random vectors of the same norms injected in "
+        "place of the prompt's (the `none` condition of the evaluation). On them no answer beats a coin flip, so the "
+        "calibration reward teaches the oracle to state about chance when its input holds nothing; on a bed where "
+        "most rows are readable, the pushes towards 100 otherwise outnumber those towards chance. Train split only; "
+        "the warm-up never sees them.", allowed=within(0, 0.5))
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "

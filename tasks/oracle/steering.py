@@ -22,6 +22,15 @@ def position_rule(activations) -> PositionRule:
                         window_max=activations.window_max, skip_first=activations.skip_first)
 
 
+def noise_like(vectors: torch.Tensor, key: str) -> torch.Tensor:
+    """Random vectors with the norm of each of ``vectors`` (so an injection of them is as strong as the real one),
+    from a generator seeded by ``key``: the same key always gives the same vectors."""
+    seed = int(hashlib.sha1(key.encode()).hexdigest()[:15], 16)
+    noise = torch.randn(vectors.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    scale = vectors.float().norm(dim=-1, keepdim=True) / noise.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (noise * scale).to(vectors.dtype)
+
+
 def pair_controls(rows: list[dict], fallback: list[dict] = ()) -> list[dict]:
     """Sets each row's ``control_activation_id``: another prompt of the same rows, by a cycle over the distinct
     prompts in an order keyed by their content hashes. The pairing depends only on which prompts the dataset holds,
@@ -74,15 +83,8 @@ class ActivationSteering:
         is as strong as the real one) that carry nothing about any prompt: the ``none`` condition, where no
         oracle can beat chance. Drawn from a generator seeded by the row's activation id and layer, so every
         evaluation of a run, and every run, injects the same vectors for the same row."""
-        out = []
-        for row in rows:
-            own = self.store[row["activation_id"]][int(row["source_layer"])]
-            seed = int(hashlib.sha1(f"none:{row['activation_id']}:{row['source_layer']}".encode()).hexdigest()[:15],
-                       16)
-            noise = torch.randn(own.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
-            scale = own.float().norm(dim=-1, keepdim=True) / noise.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-            out.append((noise * scale).to(own.dtype))
-        return out
+        return [noise_like(self.store[row["activation_id"]][int(row["source_layer"])],
+                           f"none:{row['activation_id']}:{row['source_layer']}") for row in rows]
 
     def condition_vectors(self, rows: Sequence[dict], condition: str = "own") -> list[torch.Tensor]:
         """The vectors a condition injects: ``own`` (the row's prompt), ``other`` (another prompt's, the control)

@@ -31,9 +31,11 @@ from .data import load_labelled_rows, load_wildchat
 from .generate import generate_splits, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
-from .steering import ActivationSteering, pair_controls, position_rule
+from .steering import ActivationSteering, noise_like, pair_controls, position_rule
 
 log = logging.getLogger(__name__)
+# activation ids of the training rows that inject random vectors (task.rl_none_fraction)
+NONE_ID_PREFIX = "none:"
 
 
 class OracleTask(Task):
@@ -99,6 +101,7 @@ class OracleTask(Task):
                                             coefficient=tcfg.steering_coefficient)
         rng = random.Random(self.data_seed)
         train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
+        train += self._none_rows(train, store)
         test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
         self._test_rows = test
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
@@ -142,6 +145,24 @@ class OracleTask(Task):
         if "sft" in self.context.stages:  # an SFT trainer or warm-up (the format warm-up is named "format")
             raise AOCalibError("task.data: these questions have no reference answers to imitate: use "
                                "warmup=format (the oracle's own answers, tagged) and an RL trainer, not SFT")
+
+    def _none_rows(self, train: list[dict], store: dict) -> list[dict]:
+        """``task.rl_none_fraction``: copies of training rows whose activation id names random vectors of the norms
+        of the row's own (added to ``store``), so that they make that share of the training rows."""
+        fraction = self.config.rl_none_fraction
+        if not fraction:
+            return []
+        rng = random.Random(f"rl_none:{self.data_seed}")
+        picked = rng.sample(train, round(len(train) * fraction / (1 - fraction)))
+        rows = []
+        for row in picked:
+            aid = NONE_ID_PREFIX + row["activation_id"]
+            layer = int(row["source_layer"])
+            store.setdefault(aid, {})[layer] = noise_like(store[row["activation_id"]][layer], f"train:{aid}:{layer}")
+            rows.append({**row, "activation_id": aid, **({"readable": False} if "readable" in row else {})})
+        log.info("RL training rows: %d of %d carry random vectors in place of activations (task.rl_none_fraction)",
+                 len(rows), len(train) + len(rows))
+        return rows
 
     def _wildchat_rows(self) -> tuple[list[dict], list[dict]]:
         """WildChat prompts split into train/test by prompt; answers are unknown (None) and left to the judge."""
@@ -265,6 +286,9 @@ class OracleTask(Task):
         ``warmup_targets.jsonl`` in the run directory."""
         if stage.name != "format":
             train = data.train
+            if self.config.rl_none_fraction:  # the warm-up teaches reading: never from vectors that hold nothing
+                train = train.filter(lambda row: not row["activation_id"].startswith(NONE_ID_PREFIX),
+                                     desc="warm-up rows with activations")
             if self.config.sft_readable_only:
                 train = train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
                 log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
