@@ -11,7 +11,9 @@ token, the others on Yes/No. Every ``--every`` steps it scores ``--eval-rows`` v
 unreadable apart, under ``own`` (the prompt's activations) and ``none`` (the task's random vectors of the same
 norms):
 
-- yes/no: the sign of logit(Yes) - logit(No) against the label;
+- yes/no: the sign of logit(Yes) - logit(No) against the label; beside it the probability of the answer given
+  (softmax over Yes/No), its mean per kind and readability and its AUROC against being right: does the reader
+  know when it has read?
 - open: the fact whose first token has the highest logit among the kind's values, against the row's fact.
 
     python -m bench.oracle_reading_loop --steps 200 --seed 1 --out curve.jsonl [--experiment oracle_smollm2]
