@@ -385,3 +385,13 @@ def test_rl_none_rows_inject_random_vectors_of_the_own_norms_in_training_only(tm
     warmup = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None).train.to_list()
     assert len(warmup) == len(plain.train)
     assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in warmup)
+
+
+def test_rl_none_rows_are_refused_when_the_main_stage_is_sft():
+    from ao_calib.config import compose_run_config
+    from ao_calib.errors import AOCalibError
+    from ao_calib.task_api import build_task
+
+    with pytest.raises(AOCalibError, match="task.rl_none_fraction=0.2 adds rows for an RL stage"):
+        build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label", "trainer=sft",
+                                       "task.rl_none_fraction=0.2"]))

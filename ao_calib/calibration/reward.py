@@ -47,9 +47,9 @@ class CalibrationConfig(Checked):
         "group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's default "
         "scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle that "
         "answers a question the same way every time), and dividing by each group's std gives a group that pushes "
-        "the number up the same force as one that pushes it down, whatever the number: the pull of the squared "
-        "error towards the hit rate is gone and the confidence drifts to 100 (BENCHMARKS.md, \"Why GRPO's "
-        "confidence went to 100\").", allowed=one_of("batch", "group", "none"))
+        "the number up the same force as one that pushes it down, whatever the number: the squared error no "
+        "longer pulls it towards the hit rate (tests/test_confidence_credit.py; BENCHMARKS.md, \"GRPO's levels, "
+        "fifth round\").", allowed=one_of("batch", "group", "none"))
 
 
 @dataclass

@@ -53,6 +53,10 @@ class OracleTask(Task):
         self._layers: list[int] = []
         self._judge = None
         self.extraction = ExtractionStats()
+        if config.rl_none_fraction and context.stages and context.stages[-1] == "sft":
+            # checked here, before any model loads: SFT would imitate coin-flip labels on noise
+            raise AOCalibError(f"task.rl_none_fraction={config.rl_none_fraction} adds rows for an RL stage, but the "
+                               "main stage is trainer=sft; set task.rl_none_fraction=0 or use an RL trainer")
 
     @property
     def data_seed(self) -> int:
