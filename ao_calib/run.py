@@ -102,8 +102,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                     lambda tag, prefix=prefix: evaluate_as(tag=prefix + tag, num_samples=cfg.eval.during_num_samples),
                     cfg.eval.every_steps)
                 callbacks = [*callbacks, periodic]
-            stage_setup = setup if stage_name == "train" else dataclasses.replace(
-                setup, data=task.warmup_data(stage, model, tokenizer, data, run_dir))
+            stage_data = (task.main_stage_data(stage, data) if stage_name == "train"
+                          else task.warmup_data(stage, model, tokenizer, data, run_dir))
+            stage_setup = setup if stage_data is data else dataclasses.replace(setup, data=stage_data)
             trainer = build_trainer(stage_setup, stage, stage_name, callbacks)
             if periodic is not None:
                 periodic.trainer = trainer

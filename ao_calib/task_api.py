@@ -140,6 +140,12 @@ class Task(ABC):
             raise AOCalibError(f"task={self.name} has no format warm-up (warmup=format); use warmup=sft")
         return data
 
+    def main_stage_data(self, stage, data: TaskData) -> TaskData:
+        """3b. The rows the main stage (``trainer``) trains on, for a task whose RL stage trains on rows the
+        warm-up must not see (or fewer of some kind); by default the same rows. Called on every process, before the
+        stage starts and again when a resumed run continues it: it must be deterministic."""
+        return data
+
     @abstractmethod
     def reward_functions(self) -> dict[str, RewardFn]:
         """4. All reward components this task offers, by the name configs use."""

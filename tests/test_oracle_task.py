@@ -349,9 +349,11 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
         compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])
 
 
-def test_rl_none_rows_inject_random_vectors_of_the_own_norms_in_training_only(tmp_path):
-    """task.rl_none_fraction: that share of the training rows are copies whose activation id names random vectors
-    with the norms of the row's own (per position); the held-out split is untouched and the warm-up never sees them."""
+def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage_only(tmp_path):
+    """task.rl_unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
+    until they make that share; task.rl_none_fraction then adds copies whose activation id names random vectors
+    with the norms of the row's own (per position). Only the main stage sees either: the warm-up and the held-out
+    split keep the rows build_data made."""
     import torch
     from omegaconf import OmegaConf
 
@@ -360,38 +362,43 @@ def test_rl_none_rows_inject_random_vectors_of_the_own_norms_in_training_only(tm
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.task import NONE_ID_PREFIX
 
-    def built(fraction: float):
-        cfg = compose_run_config(["experiment=oracle_tiny", f"task.rl_none_fraction={fraction}",
-                                  f"paths.cache_dir={tmp_path}"])
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
-        task = build_task(cfg)
-        return task, task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
-
-    _, plain = built(0.0)
-    task, data = built(0.25)
-    train = data.train.to_list()
-    noise = [r for r in train if r["activation_id"].startswith(NONE_ID_PREFIX)]
-    assert len(train) == len(plain.train) + len(noise)
-    assert len(noise) / len(train) == pytest.approx(0.25, abs=1 / len(train))
-    assert data.test.to_list() == plain.test.to_list()
-    assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in plain.train.to_list())
+    cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",
+                              "task.rl_none_fraction=0.25", "task.rl_unreadable_fraction=0.4",
+                              f"paths.cache_dir={tmp_path}"])
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    task = build_task(cfg)
+    data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+    built = data.train.to_list()
+    assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in built)
+    main = task.main_stage_data(cfg.trainer, data)
+    rows = main.train.to_list()
+    noise = [r for r in rows if r["activation_id"].startswith(NONE_ID_PREFIX)]
+    real = [r for r in rows if not r["activation_id"].startswith(NONE_ID_PREFIX)]
+    assert len(noise) / len(rows) == pytest.approx(0.25, abs=1 / len(rows))
+    unstated = [r for r in built if r["readable"] is False]
+    assert [r for r in real if r["readable"] is False] == unstated  # every one kept, in order
+    assert len(unstated) / len(real) == pytest.approx(0.4, abs=1 / len(real))
+    assert all(r in built for r in real)
+    assert main.test.to_list() == data.test.to_list()
     for row in noise[:20]:
         layer = row["source_layer"]
-        injected = data.steering.vectors([row])[0]
-        own = data.steering.store[row["activation_id"][len(NONE_ID_PREFIX):]][layer]
+        injected = main.steering.vectors([row])[0]
+        own = main.steering.store[row["activation_id"][len(NONE_ID_PREFIX):]][layer]
         assert injected.shape == own.shape and not torch.allclose(injected, own)
         assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
-        assert row.get("readable") in (None, False)
+        assert row["readable"] is False
+    assert task.main_stage_data(cfg.trainer, data).train.to_list() == rows  # the same rows when resumed
     warmup = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None).train.to_list()
-    assert len(warmup) == len(plain.train)
     assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in warmup)
+    assert len(warmup) == len(built)
 
 
-def test_rl_none_rows_are_refused_when_the_main_stage_is_sft():
+@pytest.mark.parametrize("key", ["rl_none_fraction", "rl_unreadable_fraction"])
+def test_rl_rows_are_refused_when_the_main_stage_is_sft(key):
     from ao_calib.config import compose_run_config
     from ao_calib.errors import AOCalibError
     from ao_calib.task_api import build_task
 
-    with pytest.raises(AOCalibError, match="task.rl_none_fraction=0.2 adds rows for an RL stage"):
+    with pytest.raises(AOCalibError, match=f"task.{key}=0.2 shapes the rows of an RL stage"):
         build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label", "trainer=sft",
-                                       "task.rl_none_fraction=0.2"]))
+                                       f"task.{key}=0.2"]))

@@ -173,7 +173,14 @@ class OracleTaskConfig(TaskConfig):
         "place of the prompt's (the `none` condition of the evaluation). On them no answer beats a coin flip, so the "
         "calibration reward teaches the oracle to state about chance when its input holds nothing; on a bed where "
         "most rows are readable, the pushes towards 100 otherwise outnumber those towards chance. Train split only; "
-        "the warm-up never sees them.", allowed=within(0, 0.5))
+        "the warm-up never sees them. Counted after task.rl_unreadable_fraction has chosen the rows.",
+        allowed=within(0, 0.5))
+    rl_unreadable_fraction: float = setting(
+        0.0, "The share of the RL stage's training rows (GRPO) about facts the prompt does not state (`readable: "
+        "false`, generated data): every such row is kept and readable rows are left out at random (by the data seed) "
+        "until they make this share; 0 keeps every row. On a bed where most facts are stated, a coin-flip row is "
+        "rare in a batch and the confidence learns the level of the readable ones. Train split only; the warm-up "
+        "keeps every row.", allowed=within(0, 1, high_open=True))
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "

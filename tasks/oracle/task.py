@@ -53,10 +53,11 @@ class OracleTask(Task):
         self._layers: list[int] = []
         self._judge = None
         self.extraction = ExtractionStats()
-        if config.rl_none_fraction and context.stages and context.stages[-1] == "sft":
-            # checked here, before any model loads: SFT would imitate coin-flip labels on noise
-            raise AOCalibError(f"task.rl_none_fraction={config.rl_none_fraction} adds rows for an RL stage, but the "
-                               "main stage is trainer=sft; set task.rl_none_fraction=0 or use an RL trainer")
+        for key in ("rl_none_fraction", "rl_unreadable_fraction"):
+            if getattr(config, key) and context.stages and context.stages[-1] == "sft":
+                # checked here, before any model loads: SFT would imitate coin-flip labels
+                raise AOCalibError(f"task.{key}={getattr(config, key)} shapes the rows of an RL stage, but the main "
+                                   f"stage is trainer=sft; set task.{key}=0 or use an RL trainer")
 
     @property
     def data_seed(self) -> int:
@@ -105,7 +106,6 @@ class OracleTask(Task):
                                             coefficient=tcfg.steering_coefficient)
         rng = random.Random(self.data_seed)
         train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
-        train += self._none_rows(train, store)
         test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
         self._test_rows = test
         log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
@@ -149,6 +149,33 @@ class OracleTask(Task):
         if "sft" in self.context.stages:  # an SFT trainer or warm-up (the format warm-up is named "format")
             raise AOCalibError("task.data: these questions have no reference answers to imitate: use "
                                "warmup=format (the oracle's own answers, tagged) and an RL trainer, not SFT")
+
+    def main_stage_data(self, stage, data: TaskData) -> TaskData:
+        """The RL stage's rows: the training rows, with ``task.rl_unreadable_fraction`` of them about unstated facts
+        (readable rows left out at random to make that share) and ``task.rl_none_fraction`` of copies injecting
+        random vectors. The warm-up keeps every training row and none of the copies."""
+        if not (self.config.rl_none_fraction or self.config.rl_unreadable_fraction):
+            return data
+        train = self._with_unreadable_share(data.train.to_list())
+        train += self._none_rows(train, self._steering.store)
+        return data.with_train(datasets.Dataset.from_list(train))
+
+    def _with_unreadable_share(self, train: list[dict]) -> list[dict]:
+        """``task.rl_unreadable_fraction``: every row about an unstated fact (``readable`` false) and as many of the
+        others, drawn by the data seed, as make that share; all rows when the share is already there."""
+        share = self.config.rl_unreadable_fraction
+        if not share:
+            return train
+        unreadable = [i for i, row in enumerate(train) if row.get("readable") is False]
+        if not unreadable:
+            raise AOCalibError(f"task.rl_unreadable_fraction={share}: no training row is marked unreadable "
+                               "(readable: false, generated data with task.data.generate.stated_fraction < 1)")
+        readable = [i for i in range(len(train)) if train[i].get("readable") is not False]
+        keep = min(len(readable), round(len(unreadable) * (1 - share) / share))
+        kept = set(unreadable) | set(random.Random(f"rl_unreadable:{self.data_seed}").sample(readable, keep))
+        log.info("RL training rows: %d about unstated facts, %d of %d readable ones (task.rl_unreadable_fraction)",
+                 len(unreadable), keep, len(readable))
+        return [row for i, row in enumerate(train) if i in kept]
 
     def _none_rows(self, train: list[dict], store: dict) -> list[dict]:
         """``task.rl_none_fraction``: copies of training rows whose activation id names random vectors of the norms
@@ -287,11 +314,8 @@ class OracleTask(Task):
         its kind (``confidence=kind_mean``, a calibrated start, moved by up to ``confidence_jitter`` so that groups
         differ), of that answer alone (``judge``), or a draw from
         ``task.sft_confidences`` (``spread``). The targets are written to
-        ``warmup_targets.jsonl`` in the run directory. Neither sees the rows of ``task.rl_none_fraction``."""
+        ``warmup_targets.jsonl`` in the run directory."""
         train = data.train
-        if self.config.rl_none_fraction:  # a warm-up teaches reading and the tag: never from vectors holding nothing
-            train = train.filter(lambda row: not row["activation_id"].startswith(NONE_ID_PREFIX),
-                                 desc="warm-up rows with activations")
         if stage.name != "format":
             if self.config.sft_readable_only:
                 train = train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
