@@ -135,8 +135,8 @@ def test_the_numbers_credit_pulls_it_to_the_hit_rate_unless_each_group_is_scaled
     """Groups whose answers are all right (target 1) and all wrong (target 0), each stating the same spread of
     numbers around c: the net push on the number (sum of advantage x centred number) changes sign at the hit rate
     up / (up + down) under batch and no scaling, as the squared error's gradient does. Each group divided by its own
-    std pushes as hard up as down whatever c (hit rate 0.5), and at 0.75 still pushes up from 0.9: the drift to 100
-    seen on SmolLM2 (task.calibration.credit_scale)."""
+    std pushes as hard up as down whatever c (hit rate 0.5), and at 0.75 still pushes up from 0.9: a drift towards
+    100 that nothing pulls back (task.calibration.credit_scale)."""
     def push(c: float, scale: str) -> float:
         spread = torch.tensor([-0.1, 0.0, 0.1])
         confidence = torch.cat([c + spread] * (up + down))

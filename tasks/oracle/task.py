@@ -315,8 +315,8 @@ class OracleTask(Task):
         differ), of that answer alone (``judge``), or a draw from
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
-        train = data.train
         if stage.name != "format":
+            train = data.train
             if self.config.sft_readable_only:
                 train = train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
                 log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
@@ -326,7 +326,7 @@ class OracleTask(Task):
             return data if train is data.train else data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
 
-        rows = train.to_list()[: stage.num_questions or None]
+        rows = data.train.to_list()[: stage.num_questions or None]
         raw = distributed.map_split(lambda share: generate_completions(
             model, tokenizer, share, chat_template_kwargs=dict(self.context.model.chat_template_kwargs), max_new_tokens=stage.max_new_tokens,
             batch_size=stage.generation_batch_size, steering=self._steering, desc="format warm-up: own answers"), rows)
