@@ -14,7 +14,8 @@ norms):
 - yes/no: the sign of logit(Yes) - logit(No) against the label; beside it the probability of the answer given
   (softmax over Yes/No), its mean per kind and readability and its AUROC against being right: does the reader
   know when it has read?
-- open: the fact whose first token has the highest logit among the kind's values, against the row's fact.
+- open: the fact whose first token has the highest logit among the kind's values (and "not stated" with
+  ``task.sft_open_unstated``), against the row's fact (or "not stated" for an unstated one, with that option).
 
     python -m bench.oracle_reading_loop --steps 200 --seed 1 --out curve.jsonl [--experiment oracle_smollm2]
         [--lr 3e-4] [override ...]        # e.g. task.sft_open_fraction=0 task.activations.k=28
@@ -33,7 +34,7 @@ import random
 import time
 
 import torch
-from ao_calib_tasks.oracle.generate import MOODS, TOPICS
+from ao_calib_tasks.oracle.generate import MOODS, NOT_STATED, TOPICS
 
 from ao_calib import models
 from ao_calib.calibration.metrics import auroc
@@ -74,8 +75,10 @@ def main() -> None:
     train = task.warmup_data(cfg.warmup, model, tokenizer, data, run_dir=None).train.to_list()
     steering = data.steering
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in ("Yes", "No"))
-    first = {kind: [tokenizer.encode(v, add_special_tokens=False)[0] for v in values]
-             for kind, values in VALUES.items()}
+    # with task.sft_open_unstated an open question about an unstated fact is answered "not stated"
+    values = {kind: names + ([NOT_STATED] if cfg.task.sft_open_unstated else []) for kind, names in VALUES.items()}
+    first = {kind: [tokenizer.encode(v, add_special_tokens=False)[0] for v in names]
+             for kind, names in values.items()}
     for kind, ids in first.items():
         assert len(set(ids)) == len(ids), f"{kind}: two values share a first token"
 
@@ -89,7 +92,7 @@ def main() -> None:
     def target(row: dict) -> int:
         if row["answer"] in ("Yes", "No"):
             return yes if row["answer"] == "Yes" else no
-        return first[row["kind"]][VALUES[row["kind"]].index(row["answer"])]
+        return first[row["kind"]][values[row["kind"]].index(row["answer"])]
 
     @torch.no_grad()
     def evaluate(rows: list[dict]) -> dict:
@@ -106,7 +109,7 @@ def main() -> None:
                     logits = last_logits(chunk, condition)
                     for row, out in zip(chunk, logits):
                         if form == "open":
-                            right = VALUES[row["kind"]][int(out[first[row["kind"]]].argmax())] == row["fact"]
+                            right = values[row["kind"]][int(out[first[row["kind"]]].argmax())] == row["answer"]
                         else:
                             right = bool(out[yes] > out[no]) == (row["answer"] == "Yes")
                             p = float(torch.softmax(out[[yes, no]].float(), 0).max())

@@ -349,6 +349,40 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
         compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])
 
 
+def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
+    """task.sft_open_unstated with sft_readable_only: every readable row stays as it was (yes/no or open, the same
+    rows sft_open_fraction chose without the option) and every unstated row is asked as the open question about its
+    fact, answered "not stated", never as its coin-flip yes/no question."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.calibration import parse_epistemic_status
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.generate import NOT_STATED, OPEN_QUESTIONS
+
+    def warmup(unstated: bool):
+        cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
+                                  "task.sft_readable_only=true", "task.sft_open_fraction=0.5",
+                                  f"task.sft_open_unstated={str(unstated).lower()}", f"paths.cache_dir={tmp_path}"])
+        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        task = build_task(cfg)
+        data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+        return data.train.to_list(), task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data,
+                                                      None).train.to_list()
+
+    built, without = warmup(False)
+    _, with_unstated = warmup(True)
+    unstated = [r for r in built if r["readable"] is False]
+    assert unstated and all(r["readable"] is not False for r in without)
+    assert [r for r in with_unstated if r["readable"] is not False] == without
+    asked = [r for r in with_unstated if r["readable"] is False]
+    assert [r["activation_id"] for r in asked] == [r["activation_id"] for r in unstated]
+    for row in asked:
+        assert row["question"] in OPEN_QUESTIONS[row["kind"]] and row["answer"] == NOT_STATED
+        assert parse_epistemic_status(row["completion"]).answer == NOT_STATED
+
+
 def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage_only(tmp_path):
     """task.rl_unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
     until they make that share; task.rl_none_fraction then adds copies whose activation id names random vectors

@@ -167,6 +167,11 @@ class OracleTaskConfig(TaskConfig):
         "yes/no answer needs the oracle to read the fact and compare it with the question at once, which it learns "
         "late and abruptly; the open answer is the fact itself, read directly. Training rows only: evaluation and "
         "GRPO keep the yes/no questions.", allowed=within(0, 1))
+    sft_open_unstated: bool = setting(
+        False, "warmup=sft also trains on the rows whose fact the prompt does not state (generated rows, `readable: "
+        "false`), each asked as the open question about that fact with the answer \"not stated\" (never as its "
+        "yes/no question, whose label is a coin flip), kept even with sft_readable_only: the oracle learns to read "
+        "that a fact is absent, which a stated confidence can then follow. Training rows only.")
     rl_none_fraction: float = setting(
         0.0, "The share of the RL stage's training rows (GRPO) whose activations carry nothing: copies of training "
         "rows (each row at most once, chosen by the data seed) with random vectors of the same norms injected in "

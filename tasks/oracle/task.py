@@ -28,7 +28,7 @@ from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, cal
 from .classification import load_suite
 from .config import OracleTaskConfig
 from .data import load_labelled_rows, load_wildchat
-from .generate import generate_splits, open_question
+from .generate import NOT_STATED, generate_splits, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
 from .steering import ActivationSteering, noise_like, pair_controls, position_rule
@@ -318,10 +318,13 @@ class OracleTask(Task):
         if stage.name != "format":
             train = data.train
             if self.config.sft_readable_only:
-                train = train.filter(lambda row: row.get("readable") is not False, desc="readable warm-up rows")
+                # with sft_open_unstated the unstated rows stay, each to be asked openly ("not stated")
+                keep_unstated = self.config.sft_open_unstated
+                train = train.filter(lambda row: keep_unstated or row.get("readable") is not False,
+                                     desc="readable warm-up rows")
                 log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
-                         len(train), len(data.train))
-            if self.config.sft_open_fraction:
+                         sum(row.get("readable") is not False for row in train), len(data.train))
+            if self.config.sft_open_fraction or self.config.sft_open_unstated:
                 train = self._with_open_questions(train)
             return data if train is data.train else data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
@@ -339,25 +342,35 @@ class OracleTask(Task):
         is the fact (the same activations, layer and drawn confidence); the choice of rows and wordings is seeded by
         the data seed, so every run on the same data asks the same ones."""
         rng = random.Random(f"open:{self.data_seed}")
+        # an unstated fact's row is always asked openly (its yes/no label is a coin flip), worded from its own
+        # generator, so that the readable rows are asked exactly as without task.sft_open_unstated
+        unstated_rng = random.Random(f"open_unstated:{self.data_seed}")
         rows, asked = [], 0
         for row in train.to_list():
-            if row.get("fact") and rng.random() < self.config.sft_open_fraction:
+            unstated = self._unstated(row)
+            if row.get("fact") and (unstated or rng.random() < self.config.sft_open_fraction):
                 confidence = parse_epistemic_status(row["completion"]).confidence
-                row = self.asked_openly(row, rng)
-                row["completion"] = format_epistemic_status(confidence, row["fact"])
+                row = self.asked_openly(row, unstated_rng if unstated else rng)
+                row["completion"] = format_epistemic_status(confidence, row["answer"])
                 asked += 1
             rows.append(row)
-        log.info("warm-up: %d of %d rows asked as open questions (task.sft_open_fraction)", asked, len(rows))
+        log.info("warm-up: %d of %d rows asked as open questions (task.sft_open_fraction, task.sft_open_unstated)",
+                 asked, len(rows))
         return datasets.Dataset.from_list(rows)
 
     def asked_openly(self, row: dict, rng: random.Random) -> dict:
         """``row`` (one with a known ``fact``) asked as an open question about its fact, in a wording drawn from
-        ``rng``: the same activations and layer, the answer the fact itself."""
+        ``rng``: the same activations and layer, the answer the fact itself, or "not stated" where the prompt does
+        not state it and ``task.sft_open_unstated`` asks for that."""
         question = open_question(row["kind"], rng, self.config.data.generate.phrasings)
         suffix = CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else ""
         num_vectors = len(self._steering.store[row["activation_id"]][int(row["source_layer"])])
-        return {**row, "question": question, "answer": row["fact"],
+        return {**row, "question": question, "answer": NOT_STATED if self._unstated(row) else row["fact"],
                 "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question + suffix)}
+
+    def _unstated(self, row: dict) -> bool:
+        """A row whose fact the prompt does not state, to be answered "not stated" (``task.sft_open_unstated``)."""
+        return self.config.sft_open_unstated and row.get("readable") is False
 
     def _format_targets(self, stage, rows: list[dict], raw: list[str], run_dir: RunDir) -> list[dict]:
         answers = [parse_epistemic_status(text).answer.strip() for text in raw]  # any tag it wrote is replaced
