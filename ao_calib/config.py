@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig
 
 import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
@@ -332,6 +332,14 @@ def check_values(cfg) -> None:
 
 
 EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS = 128  # the tool-JSON design notes' completion length
+
+
+def run_stages(cfg) -> list[tuple[str, DictConfig]]:
+    """The stages a run trains, in order: the warm-up (unless absent or ``warmup.enabled=false``), then the trainer
+    ("train"), on the same adapter. The one place that decides it (the run loop, the task's context)."""
+    warmup = cfg.get("warmup")
+    return ([("warmup", warmup)] if warmup is not None and warmup.get("enabled", True) else []) + [
+        ("train", cfg.trainer)]
 
 
 def eval_max_new_tokens(cfg) -> int:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, eval_max_new_tokens,
-                             register_schemas, unknown_keys, validate_plugins)
+                             register_schemas, run_stages, unknown_keys, validate_plugins)
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -87,7 +87,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
         alerts: dict[str, dict] = {}
-        for stage_name, stage in _stages(cfg):
+        for stage_name, stage in run_stages(cfg):
             if stage_name != "train" and start.checkpoint is not None:
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
                          start.checkpoint)
@@ -182,12 +182,6 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -
     return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience,
                           record_to=run_dir.alerts),
             JudgeOutageCallback(cfg.alerts.judge_outage_stop_after, record_to=run_dir.alerts)]
-
-
-def _stages(cfg: DictConfig) -> list[tuple[str, DictConfig]]:
-    """An optional warm-up SFT stage, then the configured trainer, on the same adapter."""
-    warmup = cfg.warmup is not None and cfg.warmup.get("enabled", True)
-    return ([("warmup", cfg.warmup)] if warmup else []) + [("train", cfg.trainer)]
 
 
 def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:

@@ -72,16 +72,14 @@ class TaskContext:
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
-        from ao_calib.config import ModelConfig, typed
+        from ao_calib.config import ModelConfig, run_stages, typed
         from ao_calib.trainers.config import LoraOverrideConfig
 
         reward = cfg.get("reward")
         names = frozenset() if reward is None else frozenset(
             set(reward.weights) | {n for phase in reward.phases for n in phase.weights})
         judge = cfg.get("judge")
-        warmup = cfg.get("warmup")
-        stages = tuple(stage.name for stage in (warmup, cfg.trainer)
-                       if stage is not None and stage.get("enabled", True))
+        stages = tuple(stage.name for _, stage in run_stages(cfg))
         return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed),
                    cache_dir=str(cfg.paths.cache_dir), reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),

@@ -167,13 +167,12 @@ def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, 
 def test_a_presets_warmup_can_be_dropped_to_start_from_a_saved_one():
     """warmup.enabled=false: only the main stage runs (e.g. GRPO from trainer.init_from=<a warm-up checkpoint>),
     and the task is told no SFT stage runs."""
-    from ao_calib.config import compose_run_config
-    from ao_calib.run import _stages
+    from ao_calib.config import compose_run_config, run_stages
     from ao_calib.task_api import TaskContext
 
     kept = compose_run_config(["experiment=oracle_smollm2"])
     dropped = compose_run_config(["experiment=oracle_smollm2", "warmup.enabled=false"])
-    assert [name for name, _ in _stages(kept)] == ["warmup", "train"]
-    assert [name for name, _ in _stages(dropped)] == ["train"]
+    assert [name for name, _ in run_stages(kept)] == ["warmup", "train"]
+    assert [name for name, _ in run_stages(dropped)] == ["train"]
     assert TaskContext.of(kept).stages == ("sft", "grpo")
     assert TaskContext.of(dropped).stages == ("grpo",)
