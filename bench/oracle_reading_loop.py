@@ -108,14 +108,15 @@ def main() -> None:
                     chunk = [task.asked_openly(r, rng) if form == "open" else r for r in rows[i:i + 32]]
                     logits = last_logits(chunk, condition)
                     for row, out in zip(chunk, logits):
+                        group = row["kind"] + ("" if row["readable"] else "_unstated")
                         if form == "open":
                             right = values[row["kind"]][int(out[first[row["kind"]]].argmax())] == row["answer"]
                         else:
                             right = bool(out[yes] > out[no]) == (row["answer"] == "Yes")
                             p = float(torch.softmax(out[[yes, no]].float(), 0).max())
-                            sure.setdefault(row["kind"] + ("" if row["readable"] else "_unstated"), []).append(p)
+                            sure.setdefault(group, []).append(p)
                             scored.append((p, right))
-                        hits.setdefault(row["kind"] + ("" if row["readable"] else "_unstated"), []).append(right)
+                        hits.setdefault(group, []).append(right)
                 result[f"{form}_{condition}"] = {k: round(sum(v) / len(v), 3) for k, v in sorted(hits.items())}
                 if sure:
                     # does the reader know when it reads? its answer's probability, per kind and over all rows
