@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.errors import DataValidationError
-from ao_calib_tasks.tool_json.generate import SOURCE, generate_rows, generate_splits, output_paths
+from ao_calib_tasks.tool_json.generate import (SOURCE, generate_rows, generate_splits,
+                                               generate_three_splits, output_paths)
 from ao_calib_tasks.tool_json.data import load_rows
 from ao_calib_tasks.tool_json.prompts import SYSTEM_PROMPT, expected_output, messages
 from ao_calib_tasks.tool_json.rewards import score_completion
@@ -178,6 +179,40 @@ def test_splits_are_disjoint_by_prompt():
     train, val = generate_splits(5, seed=1, val_fraction=0.01)
     assert (len(train), len(val)) == (4, 1)  # a positive fraction always leaves one validation row
 
+
+
+def test_a_validation_split_comes_out_of_the_training_rows_and_leaves_the_test_rows_as_they_were():
+    two_way_train, two_way_test = generate_splits(200, seed=3, val_fraction=0.1)
+    train, validation, test = generate_three_splits(200, 3, test_fraction=0.1, validation_fraction=0.15)
+    assert test == two_way_test and (len(train), len(validation), len(test)) == (150, 30, 20)
+    prompts = [{r["prompt"] for r in split} for split in (train, validation, test)]
+    assert not (prompts[0] & prompts[1] or prompts[0] & prompts[2] or prompts[1] & prompts[2])
+    assert sorted(r["id"] for r in train + validation) == sorted(r["id"] for r in two_way_train)
+    assert generate_three_splits(200, 3, 0.1, 0.0) == (two_way_train, [], two_way_test)
+    assert generate_three_splits(200, 3, 0.1, 0.15) == (train, validation, test)  # deterministic
+    assert generate_three_splits(200, 4, 0.1, 0.15)[1] != validation
+
+
+def test_evaluations_score_the_validation_split_only_when_asked(tmp_path):
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    def prompts(*overrides):
+        cfg = compose_run_config(["task=tool_json", "model=tiny_qwen3", "task.data.generate.n=60",
+                                  f"paths.cache_dir={tmp_path}", *overrides])
+        data = build_task(cfg).build_data(tokenizer=None)
+        return [{r["prompt"][-1]["content"] for r in split} for split in (data.train, data.test)]
+
+    train, test = prompts("task.data.generate.validation_fraction=0.2")
+    train_again, validation = prompts("task.data.generate.validation_fraction=0.2", "task.data.eval_split=validation")
+    assert train == train_again and len(validation) == 12 and len(test) == 6 and len(train) == 42
+    assert not validation & test and not validation & train
+    assert prompts()[1] == test  # without a validation split: the same test rows, 54 train rows
+    for refused in (["task.data.eval_split=validation"],
+                    ["task.data.eval_split=validation", "task.data.generate.validation_fraction=0.2",
+                     "task.data.train_path=a.json", "task.data.test_path=b.json"]):
+        with pytest.raises(Exception, match="data.eval_split=validation"):
+            compose_run_config(["task=tool_json", "model=tiny_qwen3", *refused])
 
 def test_large_requests_stay_distinct():
     rows = generate_rows(3000, seed=7)

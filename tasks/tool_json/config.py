@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ao_calib.calibration import StatedConfidenceTaskConfig
-from ao_calib.settings import Checked, at_least, setting, within
+from ao_calib.settings import Checked, at_least, one_of, setting, within
 
 
 @dataclass
@@ -16,8 +16,12 @@ class ToolJsonGeneratedDataConfig(Checked):
     n: int = setting(2000, "Rows in all, before the held-out split.", allowed=at_least(2))
     seed: Optional[int] = setting(None, "The generator's seed; null: trainer.seed, so that trainer.seed=N alone "
                                   "draws other data and splits.")
-    test_fraction: float = setting(0.1, "Share of the rows held out.", allowed=within(0, 1, low_open=True,
-                                                                                      high_open=True))
+    test_fraction: float = setting(0.1, "Share of the rows held out as the test split.",
+                                   allowed=within(0, 1, low_open=True, high_open=True))
+    validation_fraction: float = setting(
+        0.0, "Share of the rows drawn out of the training rows as a validation split, for choosing settings "
+        "(data.eval_split=validation scores it); the test split is the same rows whatever this is. 0: none.",
+        allowed=within(0, 0.5, high_open=True))
 
 
 @dataclass
@@ -29,6 +33,10 @@ class ToolJsonDataConfig(Checked):
     test_path: Optional[str] = setting(None, "Held-out rows in the same schema; null: generated data.")
     generate: ToolJsonGeneratedDataConfig = setting(factory=ToolJsonGeneratedDataConfig,
                                                     help="The offline generator.")
+    eval_split: str = setting(
+        "test", "The held-out split every evaluation scores: test for reported numbers, validation (generated data "
+        "with generate.validation_fraction > 0) while choosing settings, so that the test split is scored once.",
+        allowed=one_of("test", "validation"))
 
 
 @dataclass
@@ -36,3 +44,10 @@ class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
     data: ToolJsonDataConfig = setting(factory=ToolJsonDataConfig, help="Where the rows come from.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.data.eval_split == "validation" and (self.data.train_path or self.data.test_path
+                                                      or not self.data.generate.validation_fraction):
+            raise ValueError("data.eval_split=validation: the validation split is drawn by the generator: leave "
+                             "data.train_path and data.test_path null and set data.generate.validation_fraction > 0")

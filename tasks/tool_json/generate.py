@@ -78,7 +78,7 @@ def generate_rows(n: int, seed: int, mix: Mapping[str, float] | None = None) -> 
     return rows
 
 
-def split_rows(rows: list[dict[str, Any]], val_fraction: float, seed: int
+def split_rows(rows: list[dict[str, Any]], val_fraction: float, seed: int | str
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A seeded random split into (train, validation); both keep generation order."""
     if not 0 <= val_fraction < 1:
@@ -97,6 +97,22 @@ def generate_splits(n: int, seed: int, val_fraction: float = 0.1
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``n`` rows in all, split into (train, validation), disjoint by prompt."""
     return split_rows(generate_rows(n, seed), val_fraction, seed)
+
+
+def generate_three_splits(n: int, seed: int, test_fraction: float, validation_fraction: float
+                          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, validation, test), disjoint by prompt. The test rows are :func:`generate_splits`' held-out rows for
+    the same ``n``, seed and ``test_fraction`` whatever ``validation_fraction`` is, so that adding a validation
+    split leaves the test split as it was; ``round(n * validation_fraction)`` rows (at least one when positive)
+    are then drawn out of the rest with another seeded draw."""
+    train, test = generate_splits(n, seed, test_fraction)
+    if validation_fraction <= 0:
+        return train, [], test
+    n_val = max(1, round(n * validation_fraction))
+    if n_val >= len(train):
+        raise ValueError(f"validation_fraction {validation_fraction} leaves no training rows of {n}")
+    train, validation = split_rows(train, n_val / len(train), f"{seed}-tuning")
+    return train, validation, test
 
 
 def output_paths(out: str | Path) -> tuple[Path, Path]:

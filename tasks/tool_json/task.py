@@ -15,7 +15,7 @@ from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskData
 
 from .config import ToolJsonTaskConfig
-from .generate import generate_splits
+from .generate import generate_three_splits
 from .data import load_rows
 from .prompts import expected_output, messages
 from .rewards import REWARD_FUNCTIONS, make_calibrated_args, score_completion
@@ -34,24 +34,28 @@ class ToolJsonTask(Task):
         if data.train_path:
             if not data.test_path:
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
-            train_path, val_path = Path(data.train_path), Path(data.test_path)
+            train_path, held_out_path = Path(data.train_path), Path(data.test_path)
         else:
-            train_path, val_path = self._generated_files()
-        train, val = load_rows(train_path), load_rows(val_path)
-        log.info("tool_json data: %d train rows (%s), %d validation rows (%s)", len(train), train_path, len(val),
-                 val_path)
-        return TaskData(train=self._dataset(train), test=self._dataset(val))
+            train_path, held_out_path = self._generated_files()
+        train, held_out = load_rows(train_path), load_rows(held_out_path)
+        log.info("tool_json data: %d train rows (%s), %d %s rows (%s)", len(train), train_path, len(held_out),
+                 data.eval_split, held_out_path)
+        return TaskData(train=self._dataset(train), test=self._dataset(held_out))
 
     def _generated_files(self) -> tuple[Path, Path]:
+        """(train file, the file of the split evaluations score), cached per generator setting."""
         gen = self.config.data.generate
         seed = self.context.seed_or(gen.seed)
-        folder = Path(self.context.cache_dir) / "data" / "tool_json" / f"n{gen.n}-v{gen.test_fraction}-s{seed}"
+        name = f"n{gen.n}-test{gen.test_fraction}-val{gen.validation_fraction}-s{seed}"
+        folder = Path(self.context.cache_dir) / "data" / "tool_json" / name
 
         def build() -> list[str]:
-            return [json.dumps(rows, indent=1) for rows in generate_splits(gen.n, seed, gen.test_fraction)]
+            splits = generate_three_splits(gen.n, seed, gen.test_fraction, gen.validation_fraction)
+            return [json.dumps(rows, indent=1) for rows in splits]
 
-        train_path, val_path = ensure_generated([folder / "train.json", folder / "validation.json"], build)
-        return train_path, val_path
+        train_path, validation_path, test_path = ensure_generated(
+            [folder / "train.json", folder / "validation.json", folder / "test.json"], build)
+        return train_path, validation_path if self.config.data.eval_split == "validation" else test_path
 
     def _dataset(self, rows: list[dict]) -> datasets.Dataset:
         suffix = self.config.confidence_instruction if self.calibrated else ""
