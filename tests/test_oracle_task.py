@@ -239,6 +239,43 @@ def test_unstated_facts_vary_readability_inside_one_question_text():
     assert {r["question"].split()[0] for r in old_train} <= {"Is", "Does"}
 
 
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_prompts_length_does_not_tell_whether_it_states_the_fact(seed):
+    """With positions=full the oracle gets one vector per prompt token, so a bed where stating a fact makes the
+    prompt longer lets it tell readable rows from the count alone. length_matched (the default) fills an unstated
+    fact's place with text of the same length that states nothing: per kind, word and character counts rank
+    readable rows no better than chance; without it they did (a mood sentence is the only one of its length)."""
+    from sklearn.metrics import roc_auc_score
+
+    from ao_calib_tasks.oracle.generate import MOOD_WORDS, generate_splits, true_answer
+
+    def length_auroc(rows, kind, size):
+        rows = [r for r in rows if r["kind"] == kind]
+        return roc_auc_score([r["readable"] for r in rows], [size(r["prompt"]) for r in rows])
+
+    def words(text):
+        return len(text.split())
+
+    train, _ = generate_splits(600, 10, 2, ["mood", "topic"], seed, stated_fraction=0.75, phrasings=3)
+    for kind in ("mood", "topic"):
+        for size in (len, words):
+            assert 0.4 < length_auroc(train, kind, size) < 0.6, (kind, size)
+    mood_words = {w for forms in MOOD_WORDS.values() for w in forms}
+    for r in train:
+        if not r["readable"]:  # the filler states nothing: a reader of the text finds no fact, no mood word
+            if r["kind"] == "mood":
+                assert true_answer(r["prompt"], "Is the user in a positive mood?") == "No" and true_answer(
+                    r["prompt"], "Is the user in a negative mood?") == "No"
+                assert not set(r["prompt"].lower().replace(".", " ").replace("?", " ").split()) & mood_words
+            else:
+                assert all(true_answer(r["prompt"], f"Is this text about {t}?") == "No"
+                           for t in ("cooking", "programming", "sports", "travel", "music", "health", "finance",
+                                     "gardening"))
+    before, _ = generate_splits(600, 10, 2, ["mood", "topic"], seed, stated_fraction=0.75, phrasings=3,
+                                length_matched=False)
+    assert length_auroc(before, "mood", words) > 0.85
+
 def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_path):
     """task.activations.center: the training prompts' vectors average to zero per layer; held-out vectors are the
     raw ones less that same training mean (nothing of the test split enters it)."""

@@ -31,6 +31,12 @@ class OracleGeneratedDataConfig(Checked):
         "which.", allowed=within(0, 1, low_open=True))
     phrasings: int = setting(1, "Wordings per question kind (1: one wording; up to 4 for topics), so that the "
                              "question texts are many.", allowed=at_least(1))
+    length_matched: bool = setting(
+        True, "With stated_fraction < 1: an unstated topic is a request naming none in the stated topics' own "
+        "templates, and an unstated mood leaves a neutral sentence of a mood sentence's length, so that a prompt's "
+        "length (the number of activation vectors with activations.positions=full) does not tell whether it states "
+        "a fact. false: the earlier prompts (a fixed vague request, no sentence for an unstated mood), whose length "
+        "gives readability away.")
 
 
 @dataclass

@@ -5,8 +5,10 @@ city. Questions probe the topic, the mood and the city; about half are about som
 (a wrong topic, the opposite mood, another city), so about half the answers are No.
 
 With ``stated_fraction`` below 1, each prompt's topic and mood are drawn as always but each is written into the
-text only with that probability: an unstated topic leaves a request that names none ("Can you help me with this
-project?"), an unstated mood leaves no mood sentence. The question about an unstated fact keeps its answer (the
+text only with that probability: an unstated topic leaves a request that names none ("How do I get this project
+finished?"), an unstated mood a neutral sentence in the mood sentence's place ("I read about it last week."), of
+about the same length, so that a prompt's length does not say which facts it states (``length_matched``; without
+it, the earlier prompts: a fixed vague request, no sentence for an unstated mood). The question about an unstated fact keeps its answer (the
 drawn fact), which nothing in the text, and so nothing in the activations, holds: the same question text is
 readable on one prompt and a coin flip on another, and only the activations tell which (``readable`` in each row).
 ``phrasings`` > 1 asks each question in one of several wordings, so that a rule reading the question text has
@@ -53,6 +55,18 @@ MOODS = {
 # A request that names no topic, for a prompt whose topic is not stated.
 VAGUE_TASKS = ["Can you help me with this project?", "How do I get started with this?", "I need some advice.",
                "What should I do first?", "Please give me a simple plan.", "Any tips for a beginner like me?"]
+# With length_matched (the default): an unstated topic is a task that names none, asked in the stated topics'
+# own templates, and an unstated mood leaves a neutral sentence in the mood sentence's place. Word counts match the
+# topics' tasks (3-8 words) and the mood sentences (5-8), so that a prompt's length (with positions=full, the number
+# of activation vectors the oracle gets) does not tell whether it states a fact: before, it did (length against
+# readability: AUROC 0.85 over the rows of oracle_smollm2's seed-42 validation split, 0.97 for mood questions).
+VAGUE_TOPIC_TASKS = ["get this project finished", "sort out this problem", "finish what I started last week",
+                     "make progress on my plan", "do this the right way", "start the thing I keep putting off",
+                     "deal with this before Friday", "get this done properly", "get better at this",
+                     "figure out the next step of this"]
+NEUTRAL_SENTENCES = ["I am writing this from my desk.", "I read about it last week.", "My neighbour told me to ask.",
+                     "I will try it this weekend.", "It came up at work on Monday.", "I have an hour this afternoon.",
+                     "This is my first question here.", "A colleague mentioned it to me."]
 # Wordings of each question (the first is the original one); {x} is the topic, the mood word, or the city.
 TOPIC_QUESTIONS = ["Is this text about {x}?", "Is the user asking about {x}?", "Does this request concern {x}?",
                    "Is {x} the subject here?"]
@@ -71,16 +85,24 @@ CITIES = ["Paris", "Tokyo", "Berlin", "Cairo", "Toronto", "Sydney", "Madrid", "S
 KINDS = ("topic", "mood", "city")
 
 
-def make_prompt(rng: random.Random, stated_fraction: float = 1.0) -> dict:
+def make_prompt(rng: random.Random, stated_fraction: float = 1.0, length_matched: bool = True) -> dict:
     topic = rng.choice(sorted(TOPICS))
     mood = rng.choice(sorted(MOODS))
     city = rng.choice(CITIES) if rng.random() < 0.75 else None
     # drawn only when some facts go unstated, so that stated_fraction=1 gives the prompts it always gave
     topic_stated = stated_fraction >= 1 or rng.random() < stated_fraction
     mood_stated = stated_fraction >= 1 or rng.random() < stated_fraction
-    request = (rng.choice(TEMPLATES).format(task=rng.choice(TOPICS[topic])) if topic_stated
-               else rng.choice(VAGUE_TASKS))
-    parts = [request] + ([rng.choice(MOODS[mood])] if mood_stated else [])
+    if topic_stated:
+        request = rng.choice(TEMPLATES).format(task=rng.choice(TOPICS[topic]))
+    elif length_matched:
+        request = rng.choice(TEMPLATES).format(task=rng.choice(VAGUE_TOPIC_TASKS))
+    else:
+        request = rng.choice(VAGUE_TASKS)
+    parts = [request]
+    if mood_stated:
+        parts.append(rng.choice(MOODS[mood]))
+    elif length_matched:
+        parts.append(rng.choice(NEUTRAL_SENTENCES))
     if city:
         parts.append(f"I live in {city}.")
     return {"prompt": " ".join(parts), "topic": topic, "mood": mood, "city": city,
@@ -120,14 +142,15 @@ def open_question(kind: str, rng: random.Random, phrasings: int = 1) -> str:
 
 
 def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, ...] | list[str], seed: int,
-                  prompt_offset: int = 0, stated_fraction: float = 1.0, phrasings: int = 1) -> list[dict]:
+                  prompt_offset: int = 0, stated_fraction: float = 1.0, phrasings: int = 1,
+                  length_matched: bool = True) -> list[dict]:
     """``n_prompts`` distinct prompts, each with ``questions_per_prompt`` questions of the given kinds. Each row
     says whether the fact it asks about is written in the prompt (``readable``) and what that fact is (``fact``:
     the topic, the mood, or the city, None for a prompt that names none)."""
     rng = random.Random(seed)
     rows, seen = [], set()
     while len(seen) < n_prompts:
-        facts = make_prompt(rng, stated_fraction)
+        facts = make_prompt(rng, stated_fraction, length_matched)
         if facts["prompt"] in seen:
             continue
         seen.add(facts["prompt"])
@@ -141,13 +164,13 @@ def generate_rows(n_prompts: int, questions_per_prompt: int, kinds: tuple[str, .
 
 
 def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_prompt: int, kinds, seed: int,
-                    n_validation_prompts: int = 0, stated_fraction: float = 1.0, phrasings: int = 1
-                    ) -> tuple[list[dict], ...]:
+                    n_validation_prompts: int = 0, stated_fraction: float = 1.0, phrasings: int = 1,
+                    length_matched: bool = True) -> tuple[list[dict], ...]:
     """Train and test rows over disjoint prompts, and validation rows over a third disjoint set when
     ``n_validation_prompts`` > 0 (then (train, validation, test))."""
     total = n_train_prompts + n_validation_prompts + n_test_prompts
     rows = generate_rows(total, questions_per_prompt, tuple(kinds), seed, stated_fraction=stated_fraction,
-                         phrasings=phrasings)
+                         phrasings=phrasings, length_matched=length_matched)
     # the test prompts are the ones after the training prompts, as they always were; validation comes last
     test_ids = set(range(n_train_prompts, n_train_prompts + n_test_prompts))
     validation_ids = set(range(n_train_prompts + n_test_prompts, total))

@@ -126,7 +126,8 @@ class OracleTask(Task):
             gen = data.generate
             splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
                                      list(gen.kinds), self.data_seed, n_validation_prompts=gen.n_validation_prompts,
-                                     stated_fraction=gen.stated_fraction, phrasings=gen.phrasings)
+                                     stated_fraction=gen.stated_fraction, phrasings=gen.phrasings,
+                                     length_matched=gen.length_matched)
             train, test = splits[0], splits[-1]
             self._validation_rows = splits[1] if len(splits) == 3 else []
             if data.eval_split == "validation":
