@@ -7,7 +7,8 @@ anyone can recompute them from the run directory:
   warm-up and after GRPO, beside a linear probe on the very same activations (the ceiling for reading: one
   logistic regression per asked value, fitted on the train split's rows);
 - calibration after GRPO: AUROC, AUROC within one question text, ECE, confidence std; on ``none`` the mean
-  confidence and ECE; the text-only rule (leave-one-out hit rate per question text); baselines on the same rows:
+  confidence and ECE; the text-only rule (leave-one-out hit rate per question text) and the length rule (the same
+  per kind and number of activation vectors); baselines on the same rows:
   the warmed-up oracle's stated confidence, a constant (the oracle's accuracy on the validation split) and the
   oracle's own answer probability Platt-scaled on the validation split (both computed by the run itself,
   ``baselines.logprob_platt``).
@@ -66,6 +67,12 @@ def stated(records: list[dict]) -> tuple[list[float], list[float]]:
             [float(r["scores"]["correct"]) for r in records])
 
 
+def vector_count(prompt: str) -> int:
+    """The number of activation vectors in an oracle prompt: its placeholder tokens (" ?"), on every line but the
+    last, which is the question."""
+    return sum(line.split().count("?") for line in prompt.split("\n")[:-1])
+
+
 def figures(by_condition: dict[str, list[dict]]) -> dict[str, float]:
     """Every figure of the acceptance list, from the rows alone."""
     from ao_calib.calibration import metrics as cm
@@ -74,8 +81,12 @@ def figures(by_condition: dict[str, list[dict]]) -> dict[str, float]:
     conf, correct = stated(own)
     questions = [r["question"] for r in own]
     rule = cm.group_rate_rule(correct, questions)
+    # a rule that reads only how many vectors the oracle got (one per prompt token with positions=full): the
+    # leave-one-out hit rate per kind and count; a bed whose stated facts make longer prompts lets it pass
+    lengths = cm.group_rate_rule(correct, [f"{r['kind']}:{vector_count(r['prompt'])}" for r in own])
     out = {"acc": float(np.mean(correct)), "auroc": cm.auroc(conf, correct),
            "auroc_q": cm.within_group_auroc(conf, correct, questions), "text_rule": cm.auroc(rule, correct),
+           "length_rule": cm.auroc(lengths, correct),
            "ece": cm.expected_calibration_error(conf, correct), "conf_std": float(np.std(conf)),
            "conf_mean": float(np.mean(conf))}
     for kind in sorted({r["kind"] for r in own}):
@@ -165,7 +176,7 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     return out
 
 
-HEAD = ("acc", "acc_other", "acc_none", "auroc", "auroc_q", "text_rule", "ece", "conf_std", "conf_none",
+HEAD = ("acc", "acc_other", "acc_none", "auroc", "auroc_q", "text_rule", "length_rule", "ece", "conf_std", "conf_none",
         "ece_none")
 
 
