@@ -176,8 +176,8 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     return out
 
 
-HEAD = ("acc", "acc_other", "acc_none", "auroc", "auroc_q", "text_rule", "length_rule", "ece", "conf_std", "conf_none",
-        "ece_none")
+HEAD = ("acc", "acc_other", "acc_none", "auroc", "auroc_q", "text_rule", "length_rule", "ece", "conf_std",
+        "conf_none", "ece_none")
 
 
 def markdown(results: dict[int, dict]) -> list[str]:
