@@ -29,11 +29,9 @@ import time
 import numpy as np
 import torch
 
-from ao_calib import models
 from ao_calib.calibration.metrics import auroc
-from ao_calib.config import compose_run_config
 from ao_calib.settings import plain
-from ao_calib.task_api import build_task
+from bench.oracle_reading_loop import oracle_and_data
 
 TAG_OPENING = "[epistemic status: "
 
@@ -59,14 +57,9 @@ def main() -> None:
     overrides = [f"experiment={args.experiment}", f"trainer.seed={args.seed}", *args.overrides]
     if not any(o.startswith("task.data.eval_split=") for o in overrides):
         overrides.append("task.data.eval_split=validation")
-    cfg = compose_run_config(overrides)
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source, cfg.model)
-    model = models.load_base_model(cfg.model, source)
-    chat_kwargs = plain(cfg.model.chat_template_kwargs)
     start = time.time()
-    task = build_task(cfg)
-    data = task.build_data(tokenizer, model)  # the base model's activations, as the run extracts them
+    cfg, tokenizer, model, _, data = oracle_and_data(overrides)
+    chat_kwargs = plain(cfg.model.chat_template_kwargs)
     if args.adapter:
         from peft import PeftModel
 

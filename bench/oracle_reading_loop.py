@@ -45,6 +45,20 @@ from ao_calib.task_api import build_task
 VALUES = {"mood": sorted(MOODS), "topic": sorted(TOPICS)}
 
 
+def oracle_and_data(overrides: list[str]):
+    """(cfg, tokenizer, base model, task, data) as a run builds them: the oracle task's rows, splits, activations
+    (the base model's, before any adapter) and steering."""
+    cfg = compose_run_config(overrides)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source, cfg.model)
+    model = models.load_base_model(cfg.model, source)
+    start = time.time()
+    task = build_task(cfg)
+    data = task.build_data(tokenizer, model)
+    print(f"data and activations in {time.time() - start:.0f} s", flush=True)
+    return cfg, tokenizer, model, task, data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="oracle_smollm2")
@@ -61,16 +75,9 @@ def main() -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)
 
-    cfg = compose_run_config([f"experiment={args.experiment}", f"trainer.seed={args.seed}",
-                              "task.data.eval_split=validation", *args.overrides])
-    source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    tokenizer = models.load_tokenizer(source, cfg.model)
-    model = models.load_base_model(cfg.model, source)
+    cfg, tokenizer, model, task, data = oracle_and_data([f"experiment={args.experiment}", f"trainer.seed={args.seed}",
+                                                         "task.data.eval_split=validation", *args.overrides])
     chat_kwargs = plain(cfg.model.chat_template_kwargs)
-    start = time.time()
-    task = build_task(cfg)
-    data = task.build_data(tokenizer, model)  # the base model's activations, before the adapter
-    print(f"data and activations in {time.time() - start:.0f} s", flush=True)
     model = models.attach_lora(model, cfg.model)
     train = task.warmup_data(cfg.warmup, model, tokenizer, data, run_dir=None).train.to_list()
     steering = data.steering
