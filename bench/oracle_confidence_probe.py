@@ -8,7 +8,10 @@ builds them), the oracle's prompt is followed by the tag's opening ``[epistemic 
 number's first digit); the hidden states at that last position, at each of ``--layers``, under ``own`` (the prompt's
 activations) and ``none`` (random vectors of the same norms), are the features. A logistic regression per layer,
 fitted on ``--train-rows`` training rows to tell readable rows (the prompt states the fact) from unreadable ones,
-is scored on the held-out rows by AUROC (validation split unless ``task.data.eval_split=test`` is passed).
+is scored on the held-out rows by AUROC (validation split unless ``task.data.eval_split=test`` is passed). Beside
+it, the number the oracle states on average there (its first digit's distribution, on the warm-up's scale of tens)
+on readable and unreadable rows, and that number's AUROC for readability: a greedy number hides a shift of its
+distribution until the shift crosses the mode.
 
     python -m bench.oracle_confidence_probe --seed 42 [--adapter RUN/warmup/checkpoints/checkpoint-200]
         [--layers 10 20 30] [--train-rows 800] [override ...]   # e.g. task.sft_open_unstated=true
@@ -69,16 +72,24 @@ def main() -> None:
     train_rows = random.Random(args.seed).sample(data.train.to_list(), min(args.train_rows, len(data.train)))
     held_out = data.test.to_list()
 
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+    # the number a first digit starts, on the warm-up's scale of tens: "1" starts 100 (10-40 are never taught)
+    digit_value = torch.tensor([100.0 if d == 1 else 10.0 * d for d in range(10)])
+    expected: dict[str, list[float]] = {}
+
     @torch.no_grad()
     def features(rows: list[dict], condition: str) -> dict[int, np.ndarray]:
         out: dict[int, list[np.ndarray]] = {layer: [] for layer in args.layers}
+        numbers = expected.setdefault(condition, [])
         for i in range(0, len(rows), 32):
             chunk = rows[i:i + 32]
             texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True,
                                                    **chat_kwargs) + TAG_OPENING for r in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
             with steering.context(model, steering.batch_for(chunk, enc["input_ids"], condition), "sft"):
-                hidden = model(**enc, output_hidden_states=True).hidden_states
+                output = model(**enc, output_hidden_states=True)
+            hidden = output.hidden_states
+            numbers += (torch.softmax(output.logits[:, -1, digits].float(), -1) @ digit_value).tolist()
             for layer in args.layers:
                 out[layer].append(hidden[layer][:, -1].float().numpy())
         return {layer: np.concatenate(parts) for layer, parts in out.items()}
@@ -90,7 +101,15 @@ def main() -> None:
     y_held = [float(bool(r["readable"])) for r in held_out]
     kinds = sorted({r["kind"] for r in held_out})
     for condition in ("own", "none"):
-        x_train, x_held = features(train_rows, condition), features(held_out, condition)
+        x_train = features(train_rows, condition)
+        expected[condition] = []  # the held-out rows' numbers only
+        x_held = features(held_out, condition)
+        numbers = expected[condition]
+        # the number the oracle would state on average (its first digit's distribution), not its greedy one
+        result[f"{condition}_expected_number"] = {
+            "readable": round(float(np.mean([n for n, y in zip(numbers, y_held) if y])), 1),
+            "unreadable": round(float(np.mean([n for n, y in zip(numbers, y_held) if not y])), 1),
+            "auroc": round(auroc([n / 100 for n in numbers], y_held), 3)}
         for layer in args.layers:
             scaler = StandardScaler().fit(x_train[layer])
             probe = LogisticRegression(C=0.1, max_iter=2000).fit(scaler.transform(x_train[layer]), y_train)
