@@ -10,10 +10,9 @@ finished?"), an unstated mood a neutral sentence in the mood sentence's place ("
 about the same length, so that a prompt's length does not say which facts it states (``length_matched``; without
 it, the earlier prompts: a fixed vague request, no sentence for an unstated mood). The question about an unstated
 fact keeps its answer (the drawn fact), which nothing in the text, and so nothing in the activations, holds: the
-same question text is
-readable on one prompt and a coin flip on another, and only the activations tell which (``readable`` in each row).
-``phrasings`` > 1 asks each question in one of several wordings, so that a rule reading the question text has
-many distinct texts to learn from and no wording gives the answer away.
+same question text is readable on one prompt and a coin flip on another, and only the activations tell which
+(``readable`` in each row). ``phrasings`` > 1 asks each question in one of several wordings, so that a rule reading
+the question text has many distinct texts to learn from and no wording gives the answer away.
 """
 
 from __future__ import annotations
