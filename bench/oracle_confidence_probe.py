@@ -34,7 +34,7 @@ import torch
 
 from ao_calib.calibration.metrics import auroc
 from ao_calib.settings import plain
-from bench.oracle_reading_loop import oracle_and_data
+from bench.oracle_reading_loop import oracle_and_data, steered_pass
 
 TAG_OPENING = "[epistemic status: "
 
@@ -75,24 +75,21 @@ def main() -> None:
     digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
     # the number a first digit starts, on the warm-up's scale of tens: "1" starts 100 (10-40 are never taught)
     digit_value = torch.tensor([100.0 if d == 1 else 10.0 * d for d in range(10)])
-    expected: dict[str, list[float]] = {}
 
     @torch.no_grad()
-    def features(rows: list[dict], condition: str) -> dict[int, np.ndarray]:
+    def features(rows: list[dict], condition: str) -> tuple[dict[int, np.ndarray], list[float]]:
+        """The last position's hidden state at each of ``--layers``, and the number the oracle states on average
+        there (its first digit's distribution), per row."""
         out: dict[int, list[np.ndarray]] = {layer: [] for layer in args.layers}
-        numbers = expected.setdefault(condition, [])
+        numbers: list[float] = []
         for i in range(0, len(rows), 32):
             chunk = rows[i:i + 32]
-            texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True,
-                                                   **chat_kwargs) + TAG_OPENING for r in chunk]
-            enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-            with steering.context(model, steering.batch_for(chunk, enc["input_ids"], condition), "sft"):
-                output = model(**enc, output_hidden_states=True)
-            hidden = output.hidden_states
+            output = steered_pass(model, tokenizer, steering, chat_kwargs, chunk, condition, suffix=TAG_OPENING,
+                                  output_hidden_states=True)
             numbers += (torch.softmax(output.logits[:, -1, digits].float(), -1) @ digit_value).tolist()
             for layer in args.layers:
-                out[layer].append(hidden[layer][:, -1].float().numpy())
-        return {layer: np.concatenate(parts) for layer, parts in out.items()}
+                out[layer].append(output.hidden_states[layer][:, -1].float().numpy())
+        return {layer: np.concatenate(parts) for layer, parts in out.items()}, numbers
 
     result: dict = {"adapter": args.adapter, "seed": args.seed, "overrides": args.overrides,
                     "train_rows": len(train_rows), "held_out_rows": len(held_out),
@@ -101,10 +98,8 @@ def main() -> None:
     y_held = [float(bool(r["readable"])) for r in held_out]
     kinds = sorted({r["kind"] for r in held_out})
     for condition in ("own", "none"):
-        x_train = features(train_rows, condition)
-        expected[condition] = []  # the held-out rows' numbers only
-        x_held = features(held_out, condition)
-        numbers = expected[condition]
+        x_train, _ = features(train_rows, condition)
+        x_held, numbers = features(held_out, condition)
         # the number the oracle would state on average (its first digit's distribution), not its greedy one
         result[f"{condition}_expected_number"] = {
             "readable": round(float(np.mean([n for n, y in zip(numbers, y_held) if y])), 1),

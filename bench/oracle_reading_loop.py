@@ -59,6 +59,17 @@ def oracle_and_data(overrides: list[str]):
     return cfg, tokenizer, model, task, data
 
 
+def steered_pass(model, tokenizer, steering, chat_kwargs: dict, rows: list[dict], condition: str, suffix: str = "",
+                 **forward_kwargs):
+    """One forward pass over the oracle prompts of ``rows`` (chat template, then ``suffix``; left-padded so the last
+    position is every row's last token) with ``condition``'s vectors injected as the SFT warm-up injects them."""
+    texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_kwargs)
+             + suffix for r in rows]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    with steering.context(model, steering.batch_for(rows, enc["input_ids"], condition), "sft"):
+        return model(**enc, **forward_kwargs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="oracle_smollm2")
@@ -90,11 +101,7 @@ def main() -> None:
         assert len(set(ids)) == len(ids), f"{kind}: two values share a first token"
 
     def last_logits(rows: list[dict], condition: str) -> torch.Tensor:
-        texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_kwargs)
-                 for r in rows]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        with steering.context(model, steering.batch_for(rows, enc["input_ids"], condition), "sft"):
-            return model(**enc).logits[:, -1]
+        return steered_pass(model, tokenizer, steering, chat_kwargs, rows, condition).logits[:, -1]
 
     def target(row: dict) -> int:
         if row["answer"] in ("Yes", "No"):
