@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_zygote import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -62,9 +63,9 @@ def offline_env(tmp_path_factory):
 
 
 def run_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Runs ``python -m ...`` from the project root, as a user would (``env`` adds variables)."""
-    return subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    """Runs ``python -m ...`` from the project root, as a user would (``env`` adds variables): in a process of its
+    own, forked where it can be from one that has already imported the heavy libraries (tests/cli_zygote.py)."""
+    return run_module(PROJECT_ROOT, args[0], list(args[1:]), {**os.environ, **(env or {})}, timeout)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_zygote import run_module
 from tests.conftest import CONF_DIR, PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
@@ -167,8 +168,7 @@ def test_every_readme_command_runs_or_composes(finished_run, tmp_path):
                 failures.append(f"{shlex.join(argv)}\n  composed as: {shlex.join(tested[1])}\n  {error}")
             continue
         args, env = tested
-        result = subprocess.run([sys.executable, "-m", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                                timeout=600, env={**os.environ, **env})
+        result = run_module(PROJECT_ROOT, args[0], args[1:], {**os.environ, **env}, timeout=600)
         if result.returncode != 0:
             failures.append(f"{shlex.join(argv)}\n  ran as: {shlex.join(args)}\n  {result.stderr.strip()[-1500:]}")
     assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)

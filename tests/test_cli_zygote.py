@@ -1,0 +1,51 @@
+"""The tests' command runner (tests/cli_zygote.py): a forked run behaves as a subprocess would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests import cli_zygote
+from tests.conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or os.environ.get("AO_CALIB_TEST_FORK") == "0",
+                                reason="runs are not forked here")
+
+
+def probe(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return cli_zygote.run_module(PROJECT_ROOT, "tests.cli_probe", list(args), {**os.environ, **(env or {})},
+                                 timeout)
+
+
+def fields(result: subprocess.CompletedProcess) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in result.stdout.split())
+
+
+def test_a_forked_run_has_its_own_status_output_and_directory():
+    first = probe("exit=3")
+    server = cli_zygote._zygote.server.pid
+    seen = fields(first)
+    assert first.returncode == 3
+    assert seen["ppid"] == str(server), "not forked from the command server"
+    assert seen["cwd"] == str(PROJECT_ROOT) and seen["argv0"] == "cli_probe.py"
+    assert first.stderr.strip() == "to stderr"
+    message = probe("message=stopped here")
+    assert message.returncode == 1 and message.stderr.splitlines()[-1] == "stopped here"
+    crash = probe("raise")
+    assert crash.returncode == 1 and "RuntimeError: probe failed" in crash.stderr
+    assert probe().returncode == 0 and fields(probe())["ppid"] == str(server)
+
+
+def test_a_run_past_its_timeout_is_stopped_and_raises():
+    with pytest.raises(subprocess.TimeoutExpired):
+        probe("sleep=60", timeout=1)
+    assert probe("exit=0").returncode == 0, "the server serves the next run"
+
+
+def test_another_environment_gets_a_plain_subprocess_that_sees_it():
+    probe()  # the server exists, started with this environment
+    result = probe(env={"AO_CALIB_PROBE": "changed"})
+    assert fields(result)["probe"] == "changed"
+    assert fields(result)["ppid"] == str(os.getpid())
