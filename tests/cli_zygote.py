@@ -4,7 +4,7 @@ Each command-line run a test starts used to pay for importing torch, transformer
 (6-9 s of CPU a run, about 60 runs a session). Here one server process per test process imports them once and forks
 a child for every run: the child is a real, separate process (its own exit status, environment, working directory,
 signal handlers and output files), started from the state a fresh interpreter has after those imports and nothing
-else: the server never builds a model, starts a thread pool or configures logging before it forks.
+else: the server builds no model, computes nothing and configures no logging before it forks.
 
 Only a run in the test process's own environment is forked, from a server started with that very environment
 (libraries read some variables, such as HF_HUB_OFFLINE, at import time); a run given variables of its own goes to a
