@@ -105,7 +105,6 @@ class Zygote:
     """One server process for this test process, started on first use, stopped when the test process exits."""
 
     def __init__(self, cwd: Path, env: dict):
-        self.cwd = cwd
         self.env = dict(env)
         self.folder = Path(tempfile.mkdtemp(prefix="ao_calib_cli_"))
         self.server = subprocess.Popen([sys.executable, "-c", SERVER], cwd=cwd, env=self.env, text=True,
@@ -117,14 +116,15 @@ class Zygote:
     def serves(self, env: dict) -> bool:
         return self.server.poll() is None and _settled(env) == _settled(self.env)
 
-    def run(self, module: str, args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    def run(self, cwd: Path, module: str, args: list[str], env: dict, timeout: float
+            ) -> subprocess.CompletedProcess:
         with self.lock:
-            return self._run(module, args, env, timeout)
+            return self._run(cwd, module, args, env, timeout)
 
-    def _run(self, module: str, args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    def _run(self, cwd: Path, module: str, args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
         self.count += 1
         out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
-        request = {"module": module, "args": list(args), "env": env, "cwd": str(self.cwd), "timeout": timeout,
+        request = {"module": module, "args": list(args), "env": env, "cwd": str(cwd), "timeout": timeout,
                    "stdout": str(out), "stderr": str(err)}
         self.server.stdin.write(json.dumps(request) + "\n")
         self.server.stdin.flush()
@@ -175,6 +175,6 @@ def run_module(cwd: Path, module: str, args: list[str], env: dict, timeout: floa
             except OSError:  # no temp folder to write the runs' output to (TMPDIR pointed at a removed one)
                 _zygote = None
         if _zygote is not None:
-            return _zygote.run(module, args, env, timeout)
+            return _zygote.run(cwd, module, args, env, timeout)
     return subprocess.run([sys.executable, "-m", module, *args], check=False, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=env)
