@@ -396,3 +396,55 @@ def test_expected_output_shapes_and_scores(rows):
 def test_messages():
     row = _good("no_tool")
     assert messages(row) == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["prompt"]}]
+
+
+@pytest.mark.parametrize("code, quoted", [
+    ("print('hello'[::-1])", 'print("hello"[::-1])'),
+    ("print('_'.join(['a', 'b']))  # 'kept'", 'print("_".join(["a", "b"]))  # \'kept\''),
+    ("x = 'it\\'s'\nprint(x, \"ok\")", 'x = "it\'s"\nprint(x, "ok")'),
+    ("print('say \"hi\"', 'a\\\\b')", 'print("say \\"hi\\"", "a\\\\b")'),
+    ("print('''a'b''', f'{1}', b'x')", "print('''a'b''', f'{1}', b'x')"),  # triple-quoted and prefixed: as they were
+])
+def test_double_quoting_rewrites_only_the_quotes(code, quoted):
+    import ast
+
+    from ao_calib_tasks.tool_json.quoting import double_quote_strings
+    assert double_quote_strings(code) == quoted
+    assert ast.dump(ast.parse(quoted)) == ast.dump(ast.parse(code))
+
+
+def test_double_quoted_code_keeps_the_rows_and_splits_and_every_programs_meaning():
+    import ast
+    plain = generate_three_splits(400, 5, 0.1, 0.1)
+    quoted = generate_three_splits(400, 5, 0.1, 0.1, double_quoted_code=True)
+    changed = 0
+    for rows, rows_quoted in zip(plain, quoted):
+        assert [r["id"] for r in rows] == [r["id"] for r in rows_quoted]
+        for row, row_quoted in zip(rows, rows_quoted):
+            if row["category"] != "python_exec":
+                assert row_quoted == row
+                continue
+            code, code_quoted = row["tool_args"]["code"], row_quoted["tool_args"]["code"]
+            assert ast.dump(ast.parse(code_quoted)) == ast.dump(ast.parse(code))
+            assert "'" not in code_quoted  # the generator's strings hold no quote of their own
+            changed += code_quoted != code
+            assert {**row_quoted, "tool_args": row["tool_args"]} == row
+            # the escape the SFT target now shows wherever the code holds a string
+            assert ('\\"' in expected_output(row_quoted)) == ('"' in code_quoted)
+    assert changed > 40
+
+
+def test_the_task_trains_on_double_quoted_code_when_asked(tmp_path):
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    def targets(*overrides):
+        cfg = compose_run_config(["task=tool_json", "model=tiny_qwen3", "task.data.generate.n=200",
+                                  f"paths.cache_dir={tmp_path}", *overrides])
+        data = build_task(cfg).build_data(tokenizer=None)
+        return [row["completion"] for row in data.train if '"python"' in row["completion"]]
+
+    plain, quoted = targets(), targets("task.data.generate.double_quoted_code=true")
+    assert len(plain) == len(quoted) > 20
+    assert sum('\\"' in t for t in quoted) > sum('\\"' in t for t in plain) + 10
+    assert not any("'" in t for t in quoted)

@@ -22,6 +22,10 @@ class ToolJsonGeneratedDataConfig(Checked):
         0.0, "Share of the rows drawn out of the training rows as a validation split, for choosing settings "
         "(data.eval_split=validation scores it); the test split is the same rows whatever this is. 0: none.",
         allowed=within(0, 0.5, high_open=True))
+    double_quoted_code: bool = setting(
+        False, "Write every string literal of the python rows' code in double quotes, so that the JSON answer "
+        "escapes it (\\\") on every row whose code holds a string; false: Python's repr, mostly single quotes. Only "
+        "the quoting changes: the same prompts, splits and values (ao_calib_tasks.tool_json.quoting).")
 
 
 @dataclass

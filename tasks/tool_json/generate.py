@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .quoting import double_quote_strings
 from .schema import CATEGORY_TOOL
 from .templates import CATEGORY_EXAMPLES, Example
 
@@ -99,20 +100,31 @@ def generate_splits(n: int, seed: int, val_fraction: float = 0.1
     return split_rows(generate_rows(n, seed), val_fraction, seed)
 
 
-def generate_three_splits(n: int, seed: int, test_fraction: float, validation_fraction: float
+def generate_three_splits(n: int, seed: int, test_fraction: float, validation_fraction: float,
+                          double_quoted_code: bool = False
                           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(train, validation, test), disjoint by prompt. The test rows are :func:`generate_splits`' held-out rows for
     the same ``n``, seed and ``test_fraction`` whatever ``validation_fraction`` is, so that adding a validation
     split leaves the test split as it was; ``round(n * validation_fraction)`` rows (at least one when positive)
-    are then drawn out of the rest with another seeded draw."""
+    are then drawn out of the rest with another seeded draw. ``double_quoted_code`` rewrites the python rows' string
+    literals in double quotes after the draws (:mod:`.quoting`), so the rows and splits stay the same."""
     train, test = generate_splits(n, seed, test_fraction)
-    if validation_fraction <= 0:
-        return train, [], test
-    n_val = max(1, round(n * validation_fraction))
-    if n_val >= len(train):
-        raise ValueError(f"validation_fraction {validation_fraction} leaves no training rows of {n}")
-    train, validation = split_rows(train, n_val / len(train), f"{seed}-tuning")
-    return train, validation, test
+    validation: list[dict[str, Any]] = []
+    if validation_fraction > 0:
+        n_val = max(1, round(n * validation_fraction))
+        if n_val >= len(train):
+            raise ValueError(f"validation_fraction {validation_fraction} leaves no training rows of {n}")
+        train, validation = split_rows(train, n_val / len(train), f"{seed}-tuning")
+    splits = train, validation, test
+    if double_quoted_code:
+        splits = tuple([_double_quoted(row) for row in rows] for rows in splits)
+    return splits
+
+
+def _double_quoted(row: dict[str, Any]) -> dict[str, Any]:
+    if row["category"] != "python_exec":
+        return row
+    return {**row, "tool_args": {**row["tool_args"], "code": double_quote_strings(row["tool_args"]["code"])}}
 
 
 def output_paths(out: str | Path) -> tuple[Path, Path]:

@@ -46,11 +46,13 @@ class ToolJsonTask(Task):
         """(train file, the file of the split evaluations score), cached per generator setting."""
         gen = self.config.data.generate
         seed = self.context.seed_or(gen.seed)
-        name = f"n{gen.n}-test{gen.test_fraction}-val{gen.validation_fraction}-s{seed}"
+        name = (f"n{gen.n}-test{gen.test_fraction}-val{gen.validation_fraction}-s{seed}"
+                + ("-dq" if gen.double_quoted_code else ""))
         folder = Path(self.context.cache_dir) / "data" / "tool_json" / name
 
         def build() -> list[str]:
-            splits = generate_three_splits(gen.n, seed, gen.test_fraction, gen.validation_fraction)
+            splits = generate_three_splits(gen.n, seed, gen.test_fraction, gen.validation_fraction,
+                                           double_quoted_code=gen.double_quoted_code)
             return [json.dumps(rows, indent=1) for rows in splits]
 
         train_path, validation_path, test_path = ensure_generated(
