@@ -250,6 +250,12 @@ def test_cli_writes_loadable_deterministic_splits(tmp_path):
     assert _cli("--out", str(tmp_path / "b.json"), "--n", "60", "--seed", "5", "--val-fraction", "0.25").returncode == 0
     assert (tmp_path / "b.json").read_bytes() == (tmp_path / "a" / "train.json").read_bytes()
     assert (tmp_path / "b_validation.json").read_bytes() == (tmp_path / "a" / "validation.json").read_bytes()
+    assert _cli("--out", str(tmp_path / "c"), "--n", "60", "--seed", "5", "--val-fraction", "0.25",
+                "--double-quoted-code").returncode == 0
+    plain, quoted = load_rows(tmp_path / "a" / "train.json"), load_rows(tmp_path / "c" / "train.json")
+    assert [r["id"] for r in quoted] == [r["id"] for r in plain]
+    assert any("'" in r["tool_args"]["code"] for r in plain if r["tool_args"] and "code" in r["tool_args"])
+    assert not any("'" in r["tool_args"]["code"] for r in quoted if r["tool_args"] and "code" in r["tool_args"])
 
 
 def test_cli_rejects_bad_arguments(tmp_path):

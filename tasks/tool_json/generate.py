@@ -1,6 +1,6 @@
 """Generate a JSON tool-calling dataset in the design note's format (train and validation JSON arrays).
 
-``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1]``
+``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1] [--double-quoted-code]``
 
 * ``PATH`` a directory: writes ``PATH/train.json`` and ``PATH/validation.json``.
 * ``PATH`` ending in ``.json``: it is the train file, and the validation file is written beside it as
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2000, help="total rows, train plus validation (default 2000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share of rows for validation")
+    parser.add_argument("--double-quoted-code", action="store_true",
+                        help="write the python rows' string literals in double quotes (task.data.generate."
+                             "double_quoted_code)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be at least 1")
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if args.double_quoted_code:
+        train, validation = ([_double_quoted(row) for row in rows] for rows in (train, validation))
     train_path, val_path = output_paths(args.out)
     write_rows(train_path, train)
     write_rows(val_path, validation)
