@@ -251,7 +251,7 @@ def test_cli_writes_loadable_deterministic_splits(tmp_path):
     assert (tmp_path / "b.json").read_bytes() == (tmp_path / "a" / "train.json").read_bytes()
     assert (tmp_path / "b_validation.json").read_bytes() == (tmp_path / "a" / "validation.json").read_bytes()
     assert _cli("--out", str(tmp_path / "c"), "--n", "60", "--seed", "5", "--val-fraction", "0.25",
-                "--double-quoted-code").returncode == 0
+                "--code-quotes", "double").returncode == 0
     plain, quoted = load_rows(tmp_path / "a" / "train.json"), load_rows(tmp_path / "c" / "train.json")
     assert [r["id"] for r in quoted] == [r["id"] for r in plain]
     assert any("'" in r["tool_args"]["code"] for r in plain if r["tool_args"] and "code" in r["tool_args"])
@@ -404,25 +404,32 @@ def test_messages():
     assert messages(row) == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["prompt"]}]
 
 
-@pytest.mark.parametrize("code, quoted", [
-    ("print('hello'[::-1])", 'print("hello"[::-1])'),
-    ("print('_'.join(['a', 'b']))  # 'kept'", 'print("_".join(["a", "b"]))  # \'kept\''),
-    ("x = 'it\\'s'\nprint(x, \"ok\")", 'x = "it\'s"\nprint(x, "ok")'),
-    ("print('say \"hi\"', 'a\\\\b')", 'print("say \\"hi\\"", "a\\\\b")'),
-    ("print('''a'b''', f'{1}', b'x')", "print('''a'b''', f'{1}', b'x')"),  # triple-quoted and prefixed: as they were
+@pytest.mark.parametrize("code, double, single", [
+    ("print('hello'[::-1])", 'print("hello"[::-1])', "print('hello'[::-1])"),
+    ("print(\"_\".join(['a', 'b']))  # 'kept'", 'print("_".join(["a", "b"]))  # \'kept\'',
+     "print('_'.join(['a', 'b']))  # 'kept'"),
+    ("x = 'it\\'s'\nprint(x, \"ok\")", 'x = "it\'s"\nprint(x, "ok")', "x = 'it\\'s'\nprint(x, 'ok')"),
+    ("print('say \"hi\"', 'a\\\\b')", 'print("say \\"hi\\"", "a\\\\b")', "print('say \"hi\"', 'a\\\\b')"),
+    # triple-quoted and prefixed literals stay as they were
+    ("print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")"),
 ])
-def test_double_quoting_rewrites_only_the_quotes(code, quoted):
+def test_requoting_rewrites_only_the_quotes(code, double, single):
     import ast
 
-    from ao_calib_tasks.tool_json.quoting import double_quote_strings
-    assert double_quote_strings(code) == quoted
-    assert ast.dump(ast.parse(quoted)) == ast.dump(ast.parse(code))
+    from ao_calib_tasks.tool_json.quoting import requote_strings
+    assert requote_strings(code, "double") == double and requote_strings(code, "single") == single
+    assert requote_strings(code, "repr") == code
+    for rewritten in (double, single):
+        assert ast.dump(ast.parse(rewritten)) == ast.dump(ast.parse(code))
+    with pytest.raises(ValueError, match="quote style"):
+        requote_strings(code, "backtick")
 
 
-def test_double_quoted_code_keeps_the_rows_and_splits_and_every_programs_meaning():
+@pytest.mark.parametrize("style, other", [("double", "'"), ("single", '"')])
+def test_requoted_code_keeps_the_rows_and_splits_and_every_programs_meaning(style, other):
     import ast
     plain = generate_three_splits(400, 5, 0.1, 0.1)
-    quoted = generate_three_splits(400, 5, 0.1, 0.1, double_quoted_code=True)
+    quoted = generate_three_splits(400, 5, 0.1, 0.1, code_quotes=style)
     changed = 0
     for rows, rows_quoted in zip(plain, quoted):
         assert [r["id"] for r in rows] == [r["id"] for r in rows_quoted]
@@ -432,15 +439,17 @@ def test_double_quoted_code_keeps_the_rows_and_splits_and_every_programs_meaning
                 continue
             code, code_quoted = row["tool_args"]["code"], row_quoted["tool_args"]["code"]
             assert ast.dump(ast.parse(code_quoted)) == ast.dump(ast.parse(code))
-            assert "'" not in code_quoted  # the generator's strings hold no quote of their own
+            assert other not in code_quoted  # the generator's strings hold no quote of their own
             changed += code_quoted != code
             assert {**row_quoted, "tool_args": row["tool_args"]} == row
-            # the escape the SFT target now shows wherever the code holds a string
+            # the SFT target shows the JSON escape exactly where the code holds a double quote
             assert ('\\"' in expected_output(row_quoted)) == ('"' in code_quoted)
-    assert changed > 40
+    assert changed > 10  # single: only the templates' few double-quoted literals change
+    assert generate_three_splits(400, 5, 0.1, 0.1, code_quotes="repr") == plain
 
 
-def test_the_task_trains_on_double_quoted_code_when_asked(tmp_path):
+@pytest.mark.parametrize("style", ["double", "single"])
+def test_the_task_trains_on_requoted_code_when_asked(tmp_path, style):
     from ao_calib.config import compose_run_config
     from ao_calib.task_api import build_task
 
@@ -450,7 +459,12 @@ def test_the_task_trains_on_double_quoted_code_when_asked(tmp_path):
         data = build_task(cfg).build_data(tokenizer=None)
         return [row["completion"] for row in data.train if '"python"' in row["completion"]]
 
-    plain, quoted = targets(), targets("task.data.generate.double_quoted_code=true")
+    plain, quoted = targets(), targets(f"task.data.generate.code_quotes={style}")
     assert len(plain) == len(quoted) > 20
-    assert sum('\\"' in t for t in quoted) > sum('\\"' in t for t in plain) + 10
-    assert not any("'" in t for t in quoted)
+    escapes = [t.count('\\"') for t in quoted]
+    if style == "double":
+        assert sum(escapes) > sum(t.count('\\"') for t in plain) + 10 and not any("'" in t for t in quoted)
+    else:
+        assert sum(escapes) == 0 and any("'" in t for t in quoted)
+    with pytest.raises(Exception, match="code_quotes"):
+        compose_run_config(["task=tool_json", "task.data.generate.code_quotes=backtick"])

@@ -8,6 +8,8 @@ from typing import Optional
 from ao_calib.calibration import StatedConfidenceTaskConfig
 from ao_calib.settings import Checked, at_least, one_of, setting, within
 
+from .quoting import QUOTE_STYLES
+
 
 @dataclass
 class ToolJsonGeneratedDataConfig(Checked):
@@ -22,10 +24,11 @@ class ToolJsonGeneratedDataConfig(Checked):
         0.0, "Share of the rows drawn out of the training rows as a validation split, for choosing settings "
         "(data.eval_split=validation scores it); the test split is the same rows whatever this is. 0: none.",
         allowed=within(0, 0.5, high_open=True))
-    double_quoted_code: bool = setting(
-        False, "Write every string literal of the python rows' code in double quotes, so that the JSON answer "
-        "escapes it (\\\") on every row whose code holds a string; false: Python's repr, mostly single quotes. Only "
-        "the quoting changes: the same prompts, splits and values (ao_calib_tasks.tool_json.quoting).")
+    code_quotes: str = setting(
+        "repr", "How the python rows' code writes its string literals: repr (as Python's repr, mostly single quotes, "
+        "with a few double-quoted ones), single or double (every literal alike: never an escape inside the JSON "
+        "answer, or the escape \\\" wherever the code holds a string). Only the quoting changes: the same prompts, "
+        "splits and values (ao_calib_tasks.tool_json.quoting).", allowed=one_of(*QUOTE_STYLES))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Generate a JSON tool-calling dataset in the design note's format (train and validation JSON arrays).
 
-``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1] [--double-quoted-code]``
+``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1]
+[--code-quotes repr|single|double]``
 
 * ``PATH`` a directory: writes ``PATH/train.json`` and ``PATH/validation.json``.
 * ``PATH`` ending in ``.json``: it is the train file, and the validation file is written beside it as
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .quoting import double_quote_strings
+from .quoting import QUOTE_STYLES, requote_strings
 from .schema import CATEGORY_TOOL
 from .templates import CATEGORY_EXAMPLES, Example
 
@@ -101,13 +102,13 @@ def generate_splits(n: int, seed: int, val_fraction: float = 0.1
 
 
 def generate_three_splits(n: int, seed: int, test_fraction: float, validation_fraction: float,
-                          double_quoted_code: bool = False
+                          code_quotes: str = "repr"
                           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(train, validation, test), disjoint by prompt. The test rows are :func:`generate_splits`' held-out rows for
     the same ``n``, seed and ``test_fraction`` whatever ``validation_fraction`` is, so that adding a validation
     split leaves the test split as it was; ``round(n * validation_fraction)`` rows (at least one when positive)
-    are then drawn out of the rest with another seeded draw. ``double_quoted_code`` rewrites the python rows' string
-    literals in double quotes after the draws (:mod:`.quoting`), so the rows and splits stay the same."""
+    are then drawn out of the rest with another seeded draw. ``code_quotes`` rewrites the python rows' string
+    literals in that style after the draws (:mod:`.quoting`), so the rows and splits stay the same."""
     train, test = generate_splits(n, seed, test_fraction)
     validation: list[dict[str, Any]] = []
     if validation_fraction > 0:
@@ -116,15 +117,14 @@ def generate_three_splits(n: int, seed: int, test_fraction: float, validation_fr
             raise ValueError(f"validation_fraction {validation_fraction} leaves no training rows of {n}")
         train, validation = split_rows(train, n_val / len(train), f"{seed}-tuning")
     splits = train, validation, test
-    if double_quoted_code:
-        splits = tuple([_double_quoted(row) for row in rows] for rows in splits)
-    return splits
+    return tuple([requoted(row, code_quotes) for row in rows] for rows in splits)
 
 
-def _double_quoted(row: dict[str, Any]) -> dict[str, Any]:
-    if row["category"] != "python_exec":
+def requoted(row: dict[str, Any], style: str) -> dict[str, Any]:
+    """``row`` with its program's string literals in ``style`` (:func:`.quoting.requote_strings`)."""
+    if row["category"] != "python_exec" or style == "repr":
         return row
-    return {**row, "tool_args": {**row["tool_args"], "code": double_quote_strings(row["tool_args"]["code"])}}
+    return {**row, "tool_args": {**row["tool_args"], "code": requote_strings(row["tool_args"]["code"], style)}}
 
 
 def output_paths(out: str | Path) -> tuple[Path, Path]:
@@ -148,9 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2000, help="total rows, train plus validation (default 2000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share of rows for validation")
-    parser.add_argument("--double-quoted-code", action="store_true",
-                        help="write the python rows' string literals in double quotes (task.data.generate."
-                             "double_quoted_code)")
+    parser.add_argument("--code-quotes", choices=QUOTE_STYLES, default="repr",
+                        help="how the python rows' code quotes its strings (task.data.generate.code_quotes)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be at least 1")
@@ -161,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    if args.double_quoted_code:
-        train, validation = ([_double_quoted(row) for row in rows] for rows in (train, validation))
+    train, validation = ([requoted(row, args.code_quotes) for row in rows] for rows in (train, validation))
     train_path, val_path = output_paths(args.out)
     write_rows(train_path, train)
     write_rows(val_path, validation)

@@ -1,9 +1,11 @@
-"""Rewrite the string literals of a generated program in double quotes (``task.data.generate.double_quoted_code``).
+"""Rewrite the string literals of a generated program in one quote style (``task.data.generate.code_quotes``).
 
-Inside the JSON answer a double quote of the code must be escaped (``\\"``); Python's ``repr`` writes most strings
-in single quotes, which need no escape, so a model fine-tuned on repr-quoted code sees the escape on few rows, copies
-the double-quoted strings of the prompts into its code and breaks the JSON. Quoting every literal alike shows the
-escape wherever the code holds a string. Only the quoting changes: each literal keeps its value (tested)."""
+Inside the JSON answer a double quote of the code must be escaped (``\\"``), a single quote need not. The generator
+writes its programs' strings as Python's ``repr`` does (mostly single quotes) plus a few double-quoted literals of
+its templates, so a model fine-tuned on them sees both styles and the escape on few rows; it then copies the
+double-quoted strings of the prompts into its code unescaped and breaks the JSON. One style for every literal makes
+the rule uniform: ``single`` (never an escape) or ``double`` (the escape wherever the code holds a string). Only the
+quoting changes: each literal keeps its value (tested)."""
 
 from __future__ import annotations
 
@@ -11,16 +13,23 @@ import ast
 import io
 import tokenize
 
-
-def double_quoted_literal(value: str) -> str:
-    """``value`` as a Python string literal in double quotes."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return '"' + escaped + '"'
+QUOTE_STYLES = ("repr", "single", "double")
 
 
-def double_quote_strings(code: str) -> str:
-    """``code`` with every plain string literal (no prefix, not triple-quoted) written in double quotes; other
-    tokens, spacing and comments unchanged."""
+def quoted_literal(value: str, quote: str) -> str:
+    """``value`` as a Python string literal between ``quote`` characters (``'`` or ``"``)."""
+    escaped = value.replace("\\", "\\\\").replace(quote, "\\" + quote).replace("\n", "\\n").replace("\t", "\\t")
+    return quote + escaped + quote
+
+
+def requote_strings(code: str, style: str) -> str:
+    """``code`` with every plain string literal (no prefix, not triple-quoted) written in ``style`` (``single`` or
+    ``double`` quotes; ``repr`` leaves the code as it is); other tokens, spacing and comments unchanged."""
+    if style not in QUOTE_STYLES:
+        raise ValueError(f"quote style must be one of {QUOTE_STYLES}, got {style!r}")
+    if style == "repr":
+        return code
+    quote = "'" if style == "single" else '"'
     lines = code.splitlines(keepends=True)
     starts = [0]
     for line in lines:
@@ -32,6 +41,6 @@ def double_quote_strings(code: str) -> str:
             continue
         begin = starts[token.start[0] - 1] + token.start[1]
         end = starts[token.end[0] - 1] + token.end[1]
-        pieces += [code[last:begin], double_quoted_literal(ast.literal_eval(text))]
+        pieces += [code[last:begin], quoted_literal(ast.literal_eval(text), quote)]
         last = end
     return "".join(pieces) + code[last:]

@@ -47,12 +47,12 @@ class ToolJsonTask(Task):
         gen = self.config.data.generate
         seed = self.context.seed_or(gen.seed)
         name = (f"n{gen.n}-test{gen.test_fraction}-val{gen.validation_fraction}-s{seed}"
-                + ("-dq" if gen.double_quoted_code else ""))
+                + ("" if gen.code_quotes == "repr" else f"-{gen.code_quotes}"))
         folder = Path(self.context.cache_dir) / "data" / "tool_json" / name
 
         def build() -> list[str]:
             splits = generate_three_splits(gen.n, seed, gen.test_fraction, gen.validation_fraction,
-                                           double_quoted_code=gen.double_quoted_code)
+                                           code_quotes=gen.code_quotes)
             return [json.dumps(rows, indent=1) for rows in splits]
 
         train_path, validation_path, test_path = ensure_generated(
