@@ -410,6 +410,7 @@ def test_messages():
      "print('_'.join(['a', 'b']))  # 'kept'"),
     ("x = 'it\\'s'\nprint(x, \"ok\")", 'x = "it\'s"\nprint(x, "ok")', "x = 'it\\'s'\nprint(x, 'ok')"),
     ("print('say \"hi\"', 'a\\\\b')", 'print("say \\"hi\\"", "a\\\\b")', "print('say \"hi\"', 'a\\\\b')"),
+    ("print('a\\tb\\x00', \"\\n\")", "print(\"a\\tb\\x00\", \"\\n\")", "print('a\\tb\\x00', '\\n')"),
     # triple-quoted and prefixed literals stay as they were
     ("print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")"),
 ])

@@ -18,8 +18,12 @@ QUOTE_STYLES = ("repr", "single", "double")
 
 def quoted_literal(value: str, quote: str) -> str:
     """``value`` as a Python string literal between ``quote`` characters (``'`` or ``"``)."""
-    escaped = value.replace("\\", "\\\\").replace(quote, "\\" + quote).replace("\n", "\\n").replace("\t", "\\t")
-    return quote + escaped + quote
+    def escape(ch: str) -> str:
+        if ch == "\\" or ch == quote:
+            return "\\" + ch
+        return repr(ch)[1:-1] if not ch.isprintable() else ch  # \n, \t, \x00 ... as Python writes them
+
+    return quote + "".join(escape(ch) for ch in value) + quote
 
 
 def requote_strings(code: str, style: str) -> str:
