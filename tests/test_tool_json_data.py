@@ -411,6 +411,8 @@ def test_messages():
     ("x = 'it\\'s'\nprint(x, \"ok\")", 'x = "it\'s"\nprint(x, "ok")', "x = 'it\\'s'\nprint(x, 'ok')"),
     ("print('say \"hi\"', 'a\\\\b')", 'print("say \\"hi\\"", "a\\\\b")', "print('say \"hi\"', 'a\\\\b')"),
     ("print('a\\tb\\x00', \"\\n\")", "print(\"a\\tb\\x00\", \"\\n\")", "print('a\\tb\\x00', '\\n')"),
+    # a form feed ends no line for tokenize (str.splitlines would split there and misplace every later literal)
+    ("x = 1\x0c\nprint('a', \"b\")", "x = 1\x0c\nprint(\"a\", \"b\")", "x = 1\x0c\nprint('a', 'b')"),
     # triple-quoted and prefixed literals stay as they were
     ("print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")", "print('''a'b''', f'{1}', b\"x\")"),
 ])

@@ -34,12 +34,12 @@ def requote_strings(code: str, style: str) -> str:
     if style == "repr":
         return code
     quote = "'" if style == "single" else '"'
-    lines = code.splitlines(keepends=True)
+    lines = io.StringIO(code).readlines()  # the lines tokenize reads (str.splitlines would also split at \f, \x1c...)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
     pieces, last = [], 0
-    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+    for token in tokenize.generate_tokens(iter(lines).__next__):
         text = token.string
         if token.type != tokenize.STRING or text[0] not in "'\"" or text[:3] in ("'''", '"""'):
             continue
