@@ -8,17 +8,13 @@ A command of a module no rule knows fails the test: add a rule for it.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli_zygote import run_module
-from tests.conftest import CONF_DIR, PROJECT_ROOT
+from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
 
 README = PROJECT_ROOT / "README.md"
 COMPOSE = ["compose in process"]  # marks an ao_calib.run command checked by compose_run
@@ -91,9 +87,8 @@ def readme_package(root: Path) -> Path:
 def finished_run(tmp_path_factory) -> Path:
     """A tiny finished run the README's run-directory commands are pointed at."""
     run = tmp_path_factory.mktemp("readme") / "runs" / "r"
-    result = subprocess.run([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
-                             "trainer.max_steps=1", "eval.num_samples=2", f"hydra.run.dir={run}"],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    result = run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=1", "eval.num_samples=2",
+                     f"hydra.run.dir={run}")
     assert result.returncode == 0, result.stderr[-3000:]
     return run
 
@@ -168,7 +163,7 @@ def test_every_readme_command_runs_or_composes(finished_run, tmp_path):
                 failures.append(f"{shlex.join(argv)}\n  composed as: {shlex.join(tested[1])}\n  {error}")
             continue
         args, env = tested
-        result = run_module(PROJECT_ROOT, args[0], args[1:], {**os.environ, **env}, timeout=600)
+        result = run_cli(*args, env=env)
         if result.returncode != 0:
             failures.append(f"{shlex.join(argv)}\n  ran as: {shlex.join(args)}\n  {result.stderr.strip()[-1500:]}")
     assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
