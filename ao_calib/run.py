@@ -20,6 +20,7 @@ from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, eval_max_new_tokens,
                              register_schemas, run_stages, unknown_keys, validate_plugins)
+from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
@@ -75,6 +76,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
             cfg.trainer.get("prompt_length_policy"),
             OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True))
+        over_budget = references_over_budget(data, tokenizer, _generation_budgets(cfg))
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
         if distributed.is_main():
@@ -86,7 +88,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
-        alerts: dict[str, dict] = {}
+        alerts: dict[str, dict] = dict(over_budget)
         for stage_name, stage in run_stages(cfg):
             if stage_name != "train" and start.checkpoint is not None:
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
@@ -182,6 +184,15 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -
     return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience,
                           record_to=run_dir.alerts),
             JudgeOutageCallback(cfg.alerts.judge_outage_stop_after, record_to=run_dir.alerts)]
+
+
+def _generation_budgets(cfg: DictConfig) -> dict[str, tuple[str, int | None]]:
+    """The key and token budget each split's answers are generated under: the held-out split by the evaluation,
+    the training split by the main stage's rollouts (none for SFT, which samples nothing)."""
+    eval_key = ("eval.max_new_tokens" if cfg.eval.get("max_new_tokens") or not cfg.trainer.get("max_completion_length")
+                else "trainer.max_completion_length")
+    return {"test": (eval_key, eval_max_new_tokens(cfg) if cfg.eval.enabled else None),
+            "train": ("trainer.max_completion_length", cfg.trainer.get("max_completion_length"))}
 
 
 def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:

@@ -309,6 +309,50 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
     with pytest.raises(AOCalibError, match="activation placeholders"):
         guard_prompts(dataclasses.replace(data, steering=object()), tiny_tokenizer, 256, "truncate", kwargs)
 
+def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny_tokenizer):
+    import datasets
+
+    from ao_calib.completion_budget import completion_lengths, references_over_budget
+    from ao_calib.task_api import TaskData
+
+    prompt = [{"role": "user", "content": "add them"}]
+    short, long = '{"final": "5"}', '{"tool": "python", "args": {"code": "' + "x = x + 1; " * 20 + '"}}'
+    n_short, n_long = completion_lengths(tiny_tokenizer, [short, long])
+    assert n_short < 16 < n_long
+    data = TaskData(train=datasets.Dataset.from_list([{"prompt": prompt, "completion": c} for c in (short, long, long)]),
+                    test=datasets.Dataset.from_list([{"prompt": prompt, "completion": c} for c in (short, long)]))
+    alerts = references_over_budget(data, tiny_tokenizer, {"test": ("eval.max_new_tokens", 16),
+                                                           "train": ("trainer.max_completion_length", n_long)})
+    # a reference exactly at the budget is whole (the end-of-turn token is not needed to score it)
+    assert list(alerts) == ["references_over_eval_budget"]
+    alert = alerts["references_over_eval_budget"]
+    assert (alert["over"], alert["rows"], alert["longest"]) == (1, 2, n_long)
+    assert "eval.max_new_tokens=16" in alert["message"] and f"at least {n_long}" in alert["message"]
+    tight = references_over_budget(data, tiny_tokenizer, {"train": ("trainer.max_completion_length", n_long - 1)})
+    assert tight["references_over_rollout_budget"]["over"] == 2
+    # no budget (an SFT stage samples nothing), or rows without a reference completion: nothing to check
+    assert references_over_budget(data, tiny_tokenizer, {"train": ("trainer.max_completion_length", None)}) == {}
+    bare = TaskData(train=data.train, test=datasets.Dataset.from_list([{"prompt": prompt, "answer": long}]))
+    assert references_over_budget(bare, tiny_tokenizer, {"test": ("eval.max_new_tokens", 1)}) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", ["tool_json_smollm2", "function_call_smollm2"])
+def test_the_real_model_presets_budget_every_reference(experiment, smollm2_source):
+    """The SmolLM2 presets generate enough tokens for every reference answer of their generated data (three
+    seeds), in evaluation and in rollouts: no row is cut off whatever the model writes."""
+    from ao_calib import models
+    from ao_calib.completion_budget import references_over_budget
+    from ao_calib.run import _generation_budgets
+    from ao_calib.task_api import build_task
+
+    for seed in (0, 1, 2):
+        cfg = compose_run_config([f"experiment={experiment}", f"trainer.seed={seed}"])
+        tokenizer = models.load_tokenizer(smollm2_source, cfg.model)
+        data = build_task(cfg).build_data(tokenizer, None)
+        assert references_over_budget(data, tokenizer, _generation_budgets(cfg)) == {}
+
+
 # ------------------------------------------------------------------------------------------------ signals
 
 
