@@ -346,11 +346,18 @@ def test_the_real_model_presets_budget_every_reference(experiment, smollm2_sourc
     from ao_calib.run import _generation_budgets
     from ao_calib.task_api import build_task
 
+    from ao_calib.completion_budget import completion_lengths
+    from ao_calib.config import eval_max_new_tokens
+
     for seed in (0, 1, 2):
         cfg = compose_run_config([f"experiment={experiment}", f"trainer.seed={seed}"])
         tokenizer = models.load_tokenizer(smollm2_source, cfg.model)
-        data = build_task(cfg).build_data(tokenizer, None)
+        task = build_task(cfg)
+        data = task.build_data(tokenizer, None)
         assert references_over_budget(data, tokenizer, _generation_budgets(cfg)) == {}
+    if experiment == "function_call_smollm2":  # and the real BFCL fixture every evaluation also scores
+        real = completion_lengths(tokenizer, [row["completion"] for row in task._extra_rows()])
+        assert len(real) == 150 and max(real) <= eval_max_new_tokens(cfg)
 
 
 # ------------------------------------------------------------------------------------------------ signals
