@@ -36,8 +36,8 @@ def references_over_budget(data, tokenizer, budgets: dict[str, tuple[str, int | 
         if not over:
             continue
         longest = max(lengths)
-        message = (f"{over} of {len(lengths)} {SPLIT_WORDS[split_name]} references are longer than {key}={limit} tokens "
-                   f"(longest {longest}): such rows are cut off and scored as malformed whatever the model "
+        message = (f"{over} of {len(lengths)} {SPLIT_WORDS[split_name]} references are longer than {key}={limit} "
+                   f"tokens (longest {longest}): such rows are cut off and scored as malformed whatever the model "
                    f"writes; raise {key} to at least {longest}")
         log.warning(message)
         if distributed.is_main():

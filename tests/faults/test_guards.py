@@ -319,8 +319,8 @@ def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny
     short, long = '{"final": "5"}', '{"tool": "python", "args": {"code": "' + "x = x + 1; " * 20 + '"}}'
     n_short, n_long = completion_lengths(tiny_tokenizer, [short, long])
     assert n_short < 16 < n_long
-    data = TaskData(train=datasets.Dataset.from_list([{"prompt": prompt, "completion": c} for c in (short, long, long)]),
-                    test=datasets.Dataset.from_list([{"prompt": prompt, "completion": c} for c in (short, long)]))
+    rows = [{"prompt": prompt, "completion": c} for c in (short, long, long)]
+    data = TaskData(train=datasets.Dataset.from_list(rows), test=datasets.Dataset.from_list(rows[:2]))
     alerts = references_over_budget(data, tiny_tokenizer, {"test": ("eval.max_new_tokens", 16),
                                                            "train": ("trainer.max_completion_length", n_long)})
     # a reference exactly at the budget is whole (the end-of-turn token is not needed to score it)
