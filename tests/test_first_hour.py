@@ -153,9 +153,11 @@ def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, 
             {"tag": tag, "metrics": {**oracle, **extra}, "variants": {"control": {"accuracy": 0.45}}}))
     print_final_screen({"status": "completed", "wall_time_s": 3.0, "final_metrics": {"reward": 0.1},
                         "run_dir": str(tmp_path),
-                        "alerts": {"confidence_collapse": {"step": 3, "message": "confidence std 0.0 < 0.1"}}})
+                        "alerts": {"references_over_eval_budget": {"step": 0, "message": "1 of 8 held-out ..."},
+                                   "confidence_collapse": {"step": 3, "message": "confidence std 0.0 < 0.1"}}})
     lines = capsys.readouterr().out.splitlines()
-    alert = next(i for i, line in enumerate(lines) if "ALERT confidence_collapse" in line)
+    alert = next(i for i, line in enumerate(lines) if "ALERT confidence_collapse (step 3)" in line)
+    assert any("ALERT references_over_eval_budget (at start-up): 1 of 8" in line for line in lines[:alert])
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["evaluation"])
     assert alert < header
     assert lines[header].split()[1:6] == ["acc", "control", "AUROC", "ECE", "Brier"]

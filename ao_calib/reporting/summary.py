@@ -147,7 +147,8 @@ def print_final_screen(summary: dict) -> None:
     lines = ["", "=" * 72, f" run {summary['status']} in {summary['wall_time_s']:.0f}s",
              headline + "".join(f" | {k} {v:.3f}" for k, v in rewards.items() if v is not None)]
     for name, alert in (summary.get("alerts") or {}).items():
-        lines.append(f" ALERT {name} (step {alert['step']}): {alert['message']}")
+        when = "at start-up" if alert.get("step") == 0 else f"step {alert.get('step')}"  # a check before training
+        lines.append(f" ALERT {name} ({when}): {alert['message']}")
     rows = evaluation_rows(RunDir(summary["run_dir"]))
     if rows:
         lines += ["", *evaluation_table(rows), ""]
