@@ -68,7 +68,15 @@ def test_init_from_refuses_another_model(sft_run):
 
 def test_chained_sft_then_ppo_preset_and_the_eval_and_plot_clis(tmp_path):
     out = tmp_path / "chain"
-    assert_ok(run_cli("ao_calib.run", "experiment=tool_json_sft_ppo_tiny", f"hydra.run.dir={out}"))
+    result = run_cli("ao_calib.run", "experiment=tool_json_sft_ppo_tiny", f"hydra.run.dir={out}")
+    assert_ok(result)
+    # this plumbing preset's budgets are short: the references over them are counted at start-up, printed, and
+    # kept as alerts in the summary and the closing block
+    alerts = json.loads((out / "summary.json").read_text())["alerts"]
+    for name, key in (("references_over_eval_budget", "eval.max_new_tokens"),
+                      ("references_over_rollout_budget", "trainer.max_completion_length")):
+        assert alerts[name]["over"] > 0 and key in alerts[name]["message"]
+        assert f"ALERT {name} (at start-up)" in result.stdout and f"[budget] {alerts[name]['over']} of" in result.stdout
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in rows if r["stage"] == "warmup" and "loss" in r] == [2, 4]
     ppo = [r for r in rows if r["stage"] == "train" and "ppo/policy_loss" in r]

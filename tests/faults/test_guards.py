@@ -309,6 +309,7 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
     with pytest.raises(AOCalibError, match="activation placeholders"):
         guard_prompts(dataclasses.replace(data, steering=object()), tiny_tokenizer, 256, "truncate", kwargs)
 
+
 def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny_tokenizer):
     import datasets
 
@@ -342,12 +343,10 @@ def test_the_real_model_presets_budget_every_reference(experiment, smollm2_sourc
     """The SmolLM2 presets generate enough tokens for every reference answer of their generated data (three
     seeds), in evaluation and in rollouts: no row is cut off whatever the model writes."""
     from ao_calib import models
-    from ao_calib.completion_budget import references_over_budget
+    from ao_calib.completion_budget import completion_lengths, references_over_budget
+    from ao_calib.config import eval_max_new_tokens
     from ao_calib.run import _generation_budgets
     from ao_calib.task_api import build_task
-
-    from ao_calib.completion_budget import completion_lengths
-    from ao_calib.config import eval_max_new_tokens
 
     for seed in (0, 1, 2):
         cfg = compose_run_config([f"experiment={experiment}", f"trainer.seed={seed}"])
