@@ -342,11 +342,18 @@ def run_stages(cfg) -> list[tuple[str, DictConfig]]:
         ("train", cfg.trainer)]
 
 
+def eval_token_budget(cfg) -> tuple[str, int]:
+    """(the key that sets it, most new tokens of an evaluation's answers): ``eval.max_new_tokens``, else the
+    trainer's ``max_completion_length``, else (a trainer that samples nothing: SFT) 128, which
+    ``eval.max_new_tokens`` changes."""
+    if not cfg.eval.get("max_new_tokens") and cfg.trainer.get("max_completion_length"):
+        return "trainer.max_completion_length", cfg.trainer.max_completion_length
+    return "eval.max_new_tokens", cfg.eval.get("max_new_tokens") or EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS
+
+
 def eval_max_new_tokens(cfg) -> int:
-    """Most new tokens of an evaluation's answers: ``eval.max_new_tokens``, else the trainer's
-    ``max_completion_length``, else (a trainer that samples nothing: SFT) 128."""
-    return (cfg.eval.get("max_new_tokens") or cfg.trainer.get("max_completion_length")
-            or EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS)
+    """Most new tokens of an evaluation's answers (see :func:`eval_token_budget`)."""
+    return eval_token_budget(cfg)[1]
 
 
 def check_generation_backend(cfg) -> None:

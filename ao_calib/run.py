@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_credit_rule, check_generation_backend, check_values, eval_max_new_tokens,
-                             register_schemas, run_stages, unknown_keys, validate_plugins)
+                             eval_token_budget, register_schemas, run_stages, unknown_keys, validate_plugins)
 from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
@@ -88,7 +88,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
-        alerts: dict[str, dict] = dict(over_budget)
+        alerts: dict[str, dict] = over_budget  # the start-up checks' alerts; each stage adds its own
         for stage_name, stage in run_stages(cfg):
             if stage_name != "train" and start.checkpoint is not None:
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
@@ -189,9 +189,8 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -
 def _generation_budgets(cfg: DictConfig) -> dict[str, tuple[str, int | None]]:
     """The key and token budget each split's answers are generated under: the held-out split by the evaluation,
     the training split by the main stage's rollouts (none for SFT, which samples nothing)."""
-    eval_key = ("eval.max_new_tokens" if cfg.eval.get("max_new_tokens") or not cfg.trainer.get("max_completion_length")
-                else "trainer.max_completion_length")
-    return {"test": (eval_key, eval_max_new_tokens(cfg) if cfg.eval.enabled else None),
+    eval_key, eval_budget = eval_token_budget(cfg)
+    return {"test": (eval_key, eval_budget if cfg.eval.enabled else None),
             "train": ("trainer.max_completion_length", cfg.trainer.get("max_completion_length"))}
 
 
