@@ -24,8 +24,10 @@ from tests.conftest import PROJECT_ROOT
 # rank draws its own) do to a few updates: on these tiny runs, at most this much on a [0, 1] metric.
 TOLERANCE = 0.15
 
+FUNCTION_CALL = ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=8"]
+# GRPO over two processes is compared on the oracle: the trainer class function calling uses, steered, after a
+# warm-up stage (function-calling GRPO starts over two processes in the failing-rank test below).
 CASES = {
-    "function_call_grpo": ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=8"],
     "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "trainer.max_steps=2", "eval.every_steps=null"],
     # Windows of 1-6 positions: a row paired with another row's vectors would put them off the placeholders.
     "oracle_grpo": ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
@@ -101,7 +103,7 @@ def test_a_failing_rank_fails_the_run_with_its_error(tmp_path):
             return [0.0] * len(completions)
     '''))
     result, (run,) = launch(tmp_path / "out", 2, [
-        *CASES["function_call_grpo"], "eval.initial=false",
+        *FUNCTION_CALL, "eval.initial=false",
         "+reward.components.fragile={_target_:rank_rewards.fails_on_rank_one,weight:0.5}"],
         env={"PYTHONPATH": str(package)})
     assert result.returncode != 0

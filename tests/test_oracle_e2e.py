@@ -215,12 +215,14 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
                               for p, q in questions.items()))
     out = tmp_path / "seed"
     with JudgeServer(Behaviour(rule=generated_truth_rule)) as server:
-        # the path, not its learning, is under test here: the stand-in (trained here, for this test alone) and
-        # GRPO at a third of the preset's steps
+        # the path, not its learning, is under test here: the stand-in (trained here, for this test alone), the
+        # format warm-up and GRPO cut short, and the random-vector condition left out (tests/test_smollm2.py and
+        # test_oracle_pipeline_run_directory evaluate under it)
         result = run_cli("ao_calib.run", "experiment=oracle_seed_tiny", f"task.data.path={data}",
                          "task.data.test_fraction=0.3", "judge.model=openai/reading-judge",
-                         f"judge.api_base={server.api_base}", "task.stand_in.steps=130", "trainer.max_steps=6",
-                         "trainer.save_steps=6", "eval.num_samples=40", f"hydra.run.dir={out}")
+                         f"judge.api_base={server.api_base}", "task.stand_in.steps=130", "warmup.max_steps=60",
+                         "trainer.max_steps=6", "trainer.save_steps=6", "eval.num_samples=40", "task.eval_none=false",
+                         f"hydra.run.dir={out}")
         assert_ok(result)
         calls = server.stats.total
     reports = {tag: json.loads((out / name).read_text())["metrics"]
