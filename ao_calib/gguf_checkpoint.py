@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 log = logging.getLogger(__name__)
 
 MARKER = "ao_calib_gguf_source.json"  # written last: a folder without it is not a finished conversion
@@ -70,7 +72,8 @@ class PackagedGGUF:
 def ensure_checkpoint(source: PackagedGGUF, cache_dir: str | Path) -> Path:
     """The converted checkpoint (config, safetensors weights, generation config, tokenizer with its chat
     template), built on first use into a temporary folder and moved into place in one rename, so a run killed
-    mid-way or two runs converting at once never leave a half-written checkpoint behind."""
+    mid-way never leaves a half-written checkpoint behind. Runs that need it at once (a sweep's jobs, parallel
+    test workers) convert it once: the others wait on a lock file beside it, then read the finished copy."""
     target = source.checkpoint_dir(cache_dir)
     if (target / MARKER).is_file():
         return target
@@ -78,6 +81,14 @@ def ensure_checkpoint(source: PackagedGGUF, cache_dir: str | Path) -> Path:
     if gguf_path is None or source.missing():
         raise FileNotFoundError(source.missing())
     target.parent.mkdir(parents=True, exist_ok=True)
+    # mode 0o666 (less the umask): a cache shared by several users' runs is locked by each of them
+    with FileLock(target.parent / f".{target.name}.lock", mode=0o666):
+        if (target / MARKER).is_file():  # converted by the process that held the lock before us
+            return target
+        return _convert_into_place(source, gguf_path, target)
+
+
+def _convert_into_place(source: PackagedGGUF, gguf_path: Path, target: Path) -> Path:
     print(f"converting {gguf_path.name} from {source.distribution} {source.version()} into {target} "
           "(once; about half a minute)", flush=True)
     started = time.time()

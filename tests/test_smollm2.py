@@ -59,6 +59,31 @@ def test_the_conversion_is_reused_and_a_missing_package_names_the_install_comman
         models.check_model_available(cfg.model)
 
 
+def test_a_conversion_under_way_in_another_process_is_waited_for_not_repeated(smollm2_source, tmp_path, capsys):
+    """Two runs needing the checkpoint at once (a sweep's jobs, the suite's workers) convert it once: while the
+    lock is held, the second waits, then reads the finished copy."""
+    import threading
+
+    from filelock import FileLock
+
+    cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
+    source = models.packaged_gguf(cfg.model)
+    target = source.checkpoint_dir(tmp_path)
+    target.parent.mkdir(parents=True)
+    got = []
+    with FileLock(target.parent / f".{target.name}.lock"):  # "another process" converting
+        waiting = threading.Thread(target=lambda: got.append(ensure_checkpoint(source, tmp_path)))
+        waiting.start()
+        waiting.join(timeout=2)
+        assert waiting.is_alive() and not got  # blocked on the lock, not converting beside it
+        target.mkdir()
+        (target / MARKER).write_text("{}")  # the other process's conversion finishes
+    waiting.join(timeout=60)
+    assert got == [target]
+    assert "converting" not in capsys.readouterr().out
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, f".{target.name}.lock"])
+
+
 def test_a_run_completes_offline_with_every_name_lookup_refused(smollm2_source, tmp_path):
     """The model's default source (auto): the hub is looked up once, refused, and the packaged copy is used."""
     (tmp_path / "site").mkdir()
