@@ -82,10 +82,15 @@ def ensure_checkpoint(source: PackagedGGUF, cache_dir: str | Path) -> Path:
         raise FileNotFoundError(source.missing())
     target.parent.mkdir(parents=True, exist_ok=True)
     # mode 0o666 (less the umask): a cache shared by several users' runs is locked by each of them
-    with FileLock(target.parent / f".{target.name}.lock", mode=0o666):
+    with FileLock(conversion_lock(target), mode=0o666):
         if (target / MARKER).is_file():  # converted by the process that held the lock before us
             return target
         return _convert_into_place(source, gguf_path, target)
+
+
+def conversion_lock(target: Path) -> Path:
+    """The lock file a conversion into ``target`` holds, beside it."""
+    return target.parent / f".{target.name}.lock"
 
 
 def _convert_into_place(source: PackagedGGUF, gguf_path: Path, target: Path) -> Path:

@@ -15,7 +15,13 @@ import torch
 from ao_calib import models
 from ao_calib.config import compose_run_config
 from ao_calib.errors import ResourceUnavailableError
-from ao_calib.gguf_checkpoint import MARKER, PackagedGGUF, ensure_checkpoint, load_gguf
+from ao_calib.gguf_checkpoint import (
+    MARKER,
+    PackagedGGUF,
+    conversion_lock,
+    ensure_checkpoint,
+    load_gguf,
+)
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.layout import unwrap
 from tests.conftest import PROJECT_ROOT
@@ -71,7 +77,7 @@ def test_a_conversion_under_way_in_another_process_is_waited_for_not_repeated(sm
     target = source.checkpoint_dir(tmp_path)
     target.parent.mkdir(parents=True)
     got = []
-    with FileLock(target.parent / f".{target.name}.lock"):  # "another process" converting
+    with FileLock(conversion_lock(target)):  # "another process" converting
         waiting = threading.Thread(target=lambda: got.append(ensure_checkpoint(source, tmp_path)))
         waiting.start()
         waiting.join(timeout=2)
@@ -81,7 +87,7 @@ def test_a_conversion_under_way_in_another_process_is_waited_for_not_repeated(sm
     waiting.join(timeout=60)
     assert got == [target]
     assert "converting" not in capsys.readouterr().out
-    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, f".{target.name}.lock"])
+    assert sorted(target.parent.iterdir()) == sorted([target, conversion_lock(target)])
 
 
 def test_a_run_completes_offline_with_every_name_lookup_refused(smollm2_source, tmp_path):
