@@ -385,6 +385,24 @@ def check_generation_backend(cfg) -> None:
                            "or set trainer.use_vllm=false")
 
 
+def check_shared_prefix(cfg) -> None:
+    """``trainer.shared_prefix=true`` where its prefix pass cannot run is refused at start-up, naming the keys:
+    with a task that injects activations (the steering hooks index the rows of a full pass) and with
+    ``model.gradient_checkpointing=true`` (the backbone then returns no KV cache in training)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(cfg, "trainer.shared_prefix", default=False):
+        return
+    task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
+    if getattr(task_cls, "injects_activations", False):
+        raise AOCalibError(f"trainer.shared_prefix=true cannot run with task={cfg.task.name}: the activations are "
+                           "injected into every row of a full forward pass; set trainer.shared_prefix=false")
+    if OmegaConf.select(cfg, "model.gradient_checkpointing", default=False):
+        raise AOCalibError("trainer.shared_prefix=true cannot run with model.gradient_checkpointing=true: a "
+                           "checkpointed model keeps no KV cache in training, and the prompt's cache is what its "
+                           "completions share; set one of them to false")
+
+
 # The trainers that apply ``task.calibration.credit`` (ao_calib.trainers.credit, mixed into the GRPO trainer): PPO
 # computes its own advantages from a value head and RLOO its own leave-one-out baseline, so a credit rule would be
 # silently ignored there.
@@ -419,6 +437,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
         cfg = compose("config", overrides=list(overrides))
     validate_plugins(cfg)
     check_generation_backend(cfg)
+    check_shared_prefix(cfg)
     check_credit_rule(cfg)
     return cfg
 

@@ -8,8 +8,11 @@ from trl import GRPOTrainer
 from ao_calib.trainers.common import CompletionSamplesMixin
 from ao_calib.trainers.credit import ConfidenceCreditMixin
 from ao_calib.trainers.fast_generation import FastGenerationMixin
+from ao_calib.trainers.shared_prefix import SharedPrefixMixin
 
 
-class AOGRPOTrainer(ConfidenceCreditMixin, CompletionSamplesMixin, FastGenerationMixin, GRPOTrainer):
-    """GRPOTrainer that records sampled completions, takes curriculum reward weights and credits a stated
-    confidence by its calibration term when the calibration rule asks (``task.calibration.credit``)."""
+class AOGRPOTrainer(ConfidenceCreditMixin, CompletionSamplesMixin, FastGenerationMixin, SharedPrefixMixin,
+                    GRPOTrainer):
+    """GRPOTrainer that records sampled completions, takes curriculum reward weights, credits a stated
+    confidence by its calibration term when the calibration rule asks (``task.calibration.credit``) and, with
+    ``trainer.shared_prefix=true``, runs each distinct prompt of a loss pass once."""

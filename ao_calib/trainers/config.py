@@ -120,6 +120,12 @@ class GRPOTrainerConfig(GroupTrainerConfig):
     name: str = "grpo"
     loss_type: str = setting("dapo", "TRL's GRPO loss normalisation (dapo, grpo, dr_grpo, bnpo).")
     scale_rewards: str = setting("group", "TRL's reward scaling for advantages (group, batch, none).")
+    shared_prefix: bool = setting(
+        False, "The loss pass runs each distinct prompt of a micro-batch once and gives its KV cache to the "
+        "prompt's completions (ao_calib.trainers.shared_prefix; the same log-probs and gradients as TRL's pass, which "
+        "runs every row's prompt again), and generation batches are shuffled by prompt so micro-batches hold whole "
+        "groups. Worth most where prompts are long and completions short. Not with gradient checkpointing, tasks "
+        "that inject activations, FSDP or DeepSpeed.")
 
 
 @dataclass
