@@ -156,3 +156,13 @@ def test_shared_prefix_is_refused_at_start_up_where_it_cannot_run(overrides, ref
     with pytest.raises(AOCalibError, match=refusal):
         compose_run_config([*overrides, "trainer.shared_prefix=true"])
     compose_run_config(["experiment=function_call_smollm2", "trainer.shared_prefix=true"])  # allowed there
+
+
+def test_the_benchmark_times_every_side_on_the_tiny_model(capsys):
+    """bench.shared_prefix end to end on the tiny Qwen3 (its timings mean nothing here)."""
+    from bench import shared_prefix
+
+    table = shared_prefix.main(["--model", "tiny_qwen3", "--rounds", "1", "--prompts", "1", "--generations", "2"])
+    assert [row.split("|")[1].strip() for row in table[2:]] == [
+        "fast_generation + shared_prefix", "ao_calib default", "plain TRL"]
+    assert "round 1 shared" in capsys.readouterr().out
