@@ -9,7 +9,8 @@ path samples what ``generate`` samples for a seed: tests/test_fast_generation.py
 each side's step is printed beside its time to show it. Rounds alternate (bench.report.alternating_medians);
 round 0 warms up and is not counted.
 
-    python -m bench.shared_prefix [--rounds 2] [--steps 1] [--prompts 2] [--generations 8] [--write BENCHMARKS.md]
+    python -m bench.shared_prefix [--rounds 2] [--steps 1] [--prompts 2] [--generations 8] [--new-tokens N]
+        [--write BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--steps", type=int, default=1, help="optimiser steps per round")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step (trainer.batch_size)")
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--new-tokens", type=int, default=None, help="max_completion_length (default: the preset's)")
     parser.add_argument("--model", default="smollm2_135m", help="model config (tests use tiny_qwen3)")
     parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
     args = parser.parse_args(argv)
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> list[str]:
               "task.data.generate.n_train=64", "task.data.generate.n_test=4"]
     if args.model == "smollm2_135m":
         common.append("model.source=gguf")
+    if args.new_tokens:
+        common.append(f"trainer.max_completion_length={args.new_tokens}")
     benches = {name: GRPOBench.compose([*common, *extra]) for name, extra in SIDES.items()}
     lengths: dict[str, list[float]] = {name: [] for name in [*SIDES, "trl"]}
 

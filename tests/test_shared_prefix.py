@@ -122,9 +122,10 @@ def test_shuffle_by_prompt_keeps_each_prompts_rows_together():
 def test_a_grpo_stage_runs_each_prompt_once_per_loss_pass(tmp_path, monkeypatch, offline_env):
     """A real GRPO stage (tiny Qwen3, function calling): every micro-batch of its loss holds one prompt's rows,
     whose prefix runs once."""
+    from test_oracle_grpo import build_setup
+
     from ao_calib.trainers import build_trainer
     from ao_calib.trainers import shared_prefix as module
-    from test_oracle_grpo import build_setup
 
     calls = []
     original = module.prompt_groups
@@ -162,7 +163,8 @@ def test_the_benchmark_times_every_side_on_the_tiny_model(capsys):
     """bench.shared_prefix end to end on the tiny Qwen3 (its timings mean nothing here)."""
     from bench import shared_prefix
 
-    table = shared_prefix.main(["--model", "tiny_qwen3", "--rounds", "1", "--prompts", "1", "--generations", "2"])
+    table = shared_prefix.main(["--model", "tiny_qwen3", "--rounds", "1", "--prompts", "1", "--generations", "2",
+                                "--new-tokens", "8"])
     assert [row.split("|")[1].strip() for row in table[2:]] == [
         "fast_generation + shared_prefix", "ao_calib default", "plain TRL"]
     assert "round 1 shared" in capsys.readouterr().out
