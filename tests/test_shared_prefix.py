@@ -1,5 +1,6 @@
 """``trainer.shared_prefix=true`` against TRL's own loss pass: the same log-probabilities, entropies and LoRA
-gradients with each distinct prompt run once, and a shuffle that keeps each prompt's rows together."""
+gradients with each distinct prompt run once (tiny Qwen3 and Gemma 3, SmolLM2), and a shuffle that keeps each
+prompt's rows together."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ from ao_calib.trainers.shared_prefix import (
 TEMPERATURE = 0.8
 
 
-@pytest.fixture(scope="module", params=["qwen3", "gemma3"])
+@pytest.fixture(scope="module", params=["qwen3", "gemma3", "smollm2"])
 def lora_model(request, offline_env):
-    path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
+    if request.param == "smollm2":  # a real pretrained Llama-layout model
+        path = request.getfixturevalue("smollm2_source")
+    else:
+        path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     add_fused_lm_head(base, temperature=TEMPERATURE, outputs=("log_probs", "entropy"))  # as GRPOTrainer does
@@ -85,12 +89,15 @@ def test_shared_prefix_gives_trls_log_probs_and_gradients(lora_model, batch_size
     ref_logps, ref_entropy, ref_grads = pass_outputs(lora_model, False, batch_size)
     logps, entropy, grads = pass_outputs(lora_model, True, batch_size)
     assert ref_logps.abs().sum() > 0 and len(ref_grads) > 0
-    torch.testing.assert_close(logps, ref_logps, atol=2e-5, rtol=1e-4)
-    torch.testing.assert_close(entropy, ref_entropy, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(logps, ref_logps, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-4, rtol=1e-4)
     assert grads.keys() == ref_grads.keys()
-    for name, grad in grads.items():  # float rounding, against each tensor's own scale (Gemma's run to ~70)
+    # Rounding, against each tensor's own scale: TRL's fused LM head keeps float32 accumulators whose error (~1e-5
+    # of a gradient, even in float64) depends on how many positions a pass scores, which differ between the two
+    # paths; SmolLM2's 30 layers carry it to ~1.3e-4. A row given another prompt's cache is off by order 1.
+    for name, grad in grads.items():
         scale = ref_grads[name].abs().max().item()
-        assert (grad - ref_grads[name]).abs().max().item() <= 1e-5 * scale + 1e-6, name
+        assert (grad - ref_grads[name]).abs().max().item() <= 5e-4 * scale + 1e-6, name
 
 
 def test_prompt_groups_ignore_padding_and_keep_lengths_apart():
