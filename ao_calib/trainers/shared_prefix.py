@@ -135,6 +135,8 @@ class SharedPrefixMixin:
                 compute_aux_loss=compute_aux_loss, **kwargs)
         if any(v is not None for v in kwargs.values()):
             raise NotImplementedError("trainer.shared_prefix=true supports text-only inputs (no images)")
+        if getattr(self, "steering", None) is not None:  # refused at start-up; here for direct use
+            raise NotImplementedError("trainer.shared_prefix=true cannot steer: the hooks index a full pass's rows")
         size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), size):
