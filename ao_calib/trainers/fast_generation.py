@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -212,6 +213,7 @@ class FastGenerator:
         if max_cached_shapes < 1:
             raise ValueError(f"max_cached_shapes must be at least 1, got {max_cached_shapes}")
         self.model = model
+        self.cache_keyword = cache_keyword(unwrap(model))
         on_cuda = next(model.parameters()).is_cuda
         self.static_cache = on_cuda if static_cache is None else static_cache
         sliding = has_sliding_window(model.config)
@@ -240,7 +242,7 @@ class FastGenerator:
 
     def _decode_step(self, input_ids, position_ids, attention_mask, cache_position, cache):
         return self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                          cache_position=cache_position, past_key_values=cache, use_cache=True,
+                          cache_position=cache_position, **{self.cache_keyword: cache}, use_cache=True,
                           logits_to_keep=1).logits[:, -1, :]
 
     def _static_cache(self, batch: int, length: int) -> StaticCache:
@@ -283,7 +285,7 @@ class FastGenerator:
             full_mask = torch.cat([mask, mask.new_ones(batch, total - prompt_len)], dim=1)
             with prefill_context(self.model, list(range(batch))):
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+                                    **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         else:
             unique, index = shared_prompts(prompt_ids)
             first_rows = [index.index(u) for u in range(len(unique))]
@@ -291,7 +293,7 @@ class FastGenerator:
             cache = DynamicCache(config=self.model.config)
             with prefill_context(self.model, first_rows):
                 logits = self.model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos,
-                                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+                                    **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1).logits[:, -1, :]
             rows = torch.tensor(index, device=device)
             if len(unique) != batch:
                 for layer in cache.layers:
@@ -336,6 +338,12 @@ class FastGenerator:
             end = next((i for i, t in enumerate(row) if t in stops), len(row) - 1)
             out.append(row[: end + 1])
         return out
+
+
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The name of a transformers model's KV-cache argument: transformers 5.24 renamed ``past_key_values`` to
+    ``cache`` (the old name warns, and goes in 5.40); earlier releases know only the old one."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def has_sliding_window(config) -> bool:

@@ -29,12 +29,11 @@ two at start-up; the trainer refuses the others when it is built.
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from trl.trainer.utils import split_tensor_dict
 
 from ao_calib.steering.layout import unwrap
+from ao_calib.trainers.fast_generation import cache_keyword
 
 
 def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +55,7 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
     split = input_ids.size(1) - logits_to_keep - 1  # the prefix: every prompt column but the last
     first, index = prompt_groups(input_ids[:, : split + 1], attention_mask[:, : split + 1])
     backbone = unwrap(model).base_model  # LoRA layers live inside it: the prefix pass trains them as well
-    cache_key = _cache_keyword(backbone)
+    cache_key = cache_keyword(backbone)
     prefix = backbone(input_ids=input_ids[first, :split], attention_mask=attention_mask[first, :split],
                       use_cache=True)
     cache = getattr(prefix, cache_key, None)
@@ -73,12 +72,6 @@ def shared_prefix_logps(model, input_ids: torch.Tensor, attention_mask: torch.Te
     logps = out.log_probs[:, :logits_to_keep]
     entropy = out.entropy[:, :logits_to_keep] if compute_entropy else None
     return logps, entropy
-
-
-def _cache_keyword(backbone) -> str:
-    """transformers 5.24 renamed the KV cache's argument and output field ``past_key_values`` -> ``cache``
-    (the old name warns, and goes in 5.40); earlier releases know only the old one."""
-    return "cache" if "cache" in inspect.signature(backbone.forward).parameters else "past_key_values"
 
 
 def shuffle_by_prompt(batch: dict, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> dict:
