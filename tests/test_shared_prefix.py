@@ -24,7 +24,7 @@ from ao_calib.trainers.shared_prefix import (
 TEMPERATURE = 0.8
 
 
-@pytest.fixture(scope="module", params=["qwen3", "gemma3", "smollm2"])
+@pytest.fixture(scope="module")
 def lora_model(request, offline_env):
     if request.param == "smollm2":  # a real pretrained Llama-layout model
         path = request.getfixturevalue("smollm2_source")
@@ -84,7 +84,9 @@ def pass_outputs(model, shared: bool, batch_size: int):
     return logps.detach() * completion_mask, entropy.detach() * completion_mask, grads
 
 
-@pytest.mark.parametrize("batch_size", [9, 4])
+# 9 rows in one pass, or in passes of 4 rows (three prompts, one pass of a single row); SmolLM2 in passes of 4 only
+@pytest.mark.parametrize("lora_model, batch_size", [("qwen3", 9), ("qwen3", 4), ("gemma3", 9), ("gemma3", 4),
+                                                    ("smollm2", 4)], indirect=["lora_model"])
 def test_shared_prefix_gives_trls_log_probs_and_gradients(lora_model, batch_size):
     ref_logps, ref_entropy, ref_grads = pass_outputs(lora_model, False, batch_size)
     logps, entropy, grads = pass_outputs(lora_model, True, batch_size)
