@@ -21,7 +21,9 @@ from pathlib import Path
 from bench.grpo_setup import GRPOBench
 from bench.report import alternating_medians, device_name, update_benchmarks
 
-SIDES = {"shared": ["trainer.fast_generation=true", "trainer.shared_prefix=true"], "ao_calib": []}
+# The preset turns both paths on; the default side turns them off (TRL's sampling and loss pass in ao_calib's trainer)
+SIDES = {"shared": ["trainer.fast_generation=true", "trainer.shared_prefix=true"],
+         "ao_calib": ["trainer.fast_generation=false", "trainer.shared_prefix=false"]}
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -68,10 +70,10 @@ def main(argv: list[str] | None = None) -> list[str]:
     medians = alternating_medians(builders, args.rounds, args.steps)
     for name, values in lengths.items():
         print(f"{name}: mean completion length per step {', '.join(f'{v:.1f}' for v in values)}")
-    t = benches["ao_calib"].cfg.trainer
+    cfg = benches["ao_calib"].cfg
     setting = (f"{args.model}, {args.prompts} prompts x {args.generations} completions, up to "
-               f"{t.max_completion_length} new tokens, micro-batch cap {benches['ao_calib'].cfg.model.get('max_micro_batch_size')}"
-               f"; {args.rounds} alternating rounds x {args.steps} step(s)")
+               f"{cfg.trainer.max_completion_length} new tokens, micro-batch cap "
+               f"{cfg.model.get('max_micro_batch_size')}; {args.rounds} alternating rounds x {args.steps} step(s)")
     trl_ms = medians["trl"] * 1000
     table = ["| side | setting | ms per step | vs plain TRL | mean completion length (each round, round 0 first) |",
              "|---|---|---|---|---|"]
