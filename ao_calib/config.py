@@ -356,6 +356,12 @@ def eval_max_new_tokens(cfg) -> int:
     return eval_token_budget(cfg)[1]
 
 
+def task_injects_activations(cfg) -> bool:
+    """Whether the config's task injects activations: a task says so by its class (Task.injects_activations)."""
+    task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
+    return bool(getattr(task_cls, "injects_activations", False))
+
+
 def check_generation_backend(cfg) -> None:
     """Generation settings that cannot work are refused at start-up, before any model loads (and before the
     initial evaluation): fast generation on a quantized model; ``trainer.use_vllm=true`` for a task that injects
@@ -373,9 +379,7 @@ def check_generation_backend(cfg) -> None:
     stage = cfg.get("trainer")
     if stage is None or not stage.get("use_vllm", False):
         return
-    # A task that injects activations says so by its class (Task.injects_activations): vLLM runs no hooks.
-    task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
-    if getattr(task_cls, "injects_activations", False):
+    if task_injects_activations(cfg):  # vLLM runs no hooks
         raise AOCalibError(f"trainer.use_vllm=true cannot run with task={cfg.task.name}: vLLM cannot run the "
                            "activation-steering hooks; set trainer.use_vllm=false (trainer.fast_generation=true is "
                            "the fast path for steered rollouts)")
@@ -393,8 +397,7 @@ def check_shared_prefix(cfg) -> None:
 
     if not OmegaConf.select(cfg, "trainer.shared_prefix", default=False):
         return
-    task_cls = plugin_class("task", cfg.task.get("_target_")) if cfg.get("task") is not None else None
-    if getattr(task_cls, "injects_activations", False):
+    if task_injects_activations(cfg):
         raise AOCalibError(f"trainer.shared_prefix=true cannot run with task={cfg.task.name}: the activations are "
                            "injected into every row of a full forward pass; set trainer.shared_prefix=false")
     if OmegaConf.select(cfg, "model.gradient_checkpointing", default=False):
