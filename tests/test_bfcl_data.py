@@ -94,6 +94,54 @@ def test_generated_cases_are_valid_bfcl_cases():
         assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"], case["ground_truth"]).valid
 
 
+def test_generated_optional_parameters_follow_bfcl_defaults():
+    """As in real BFCL: a doc states an optional parameter's default; unstated, the parameter may be omitted or given
+    that default, never another value; the reference (the SFT target) omits it; a value the query states is kept."""
+    from ao_calib_tasks.function_call.generate import format_call
+    from ao_calib_tasks.function_call.schemas import BY_NAME
+
+    cases = bfcl.generated_cases(300, seed=0, tag="train", distractors=1)
+    seen = {"unstated": 0, "stated": 0, "no_default": 0}
+    for case in cases:
+        docs = {f["name"]: f for f in case["function"]}
+        for i, expected in enumerate(case["ground_truth"]):
+            (name, params), = expected.items()
+            reference = parse_calls(bfcl.reference_call_text(case["ground_truth"]))[i]
+            for param, options in params.items():
+                spec = BY_NAME[name].parameters[param]
+                if not spec.optional:
+                    continue
+                described = docs[name]["parameters"]["properties"][param]["description"]
+                if spec.default is None:
+                    seen["no_default"] += options == [""]
+                    assert "Default is" not in described
+                    continue
+                assert described.endswith(f"Default is {bfcl._default_text(spec.default)}."), described
+                if options[0] == "":
+                    seen["unstated"] += 1
+                    assert options == ["", spec.default] and param not in reference.kwargs
+                    calls = parse_calls(bfcl.reference_call_text(case["ground_truth"]))
+                    for value, right in ((spec.default, True), (_another_value(spec), False)):
+                        args = [dict(c.kwargs) for c in calls]
+                        args[i][param] = value
+                        text = "[" + ", ".join(format_call(c.name, a) for c, a in zip(calls, args)) + "]"
+                        assert score_text(text, case["function"], case["ground_truth"]).valid is right, text
+                else:
+                    seen["stated"] += 1
+                    assert reference.kwargs[param] == options[0]
+                    assert options == ([options[0], ""] if options[0] == spec.default else [options[0]])
+    assert min(seen.values()) >= 5, seen
+
+
+def _another_value(spec):
+    """A value of the parameter's type other than its default."""
+    if isinstance(spec.default, bool):
+        return not spec.default
+    if isinstance(spec.default, str):
+        return spec.default + "x"
+    return spec.default + 1
+
+
 def test_task_reads_bfcl_files_and_scores_per_category(tmp_path):
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
                               f"task.data.train_path={FIXTURE / 'BFCL_v4_simple_python.json'}",
@@ -176,6 +224,7 @@ def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
     namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the
     query; with a share of 0 the cases are the ones the library alone always gave."""
+    from ao_calib_tasks.function_call.generate import format_call
     from ao_calib_tasks.function_call.schemas import BY_NAME
     from ao_calib_tasks.function_call.synthetic import synthetic_functions
 

@@ -61,12 +61,14 @@ def prompt_messages(row: dict) -> list[dict[str, str]]:
 
 
 def reference_call_text(ground_truth: list[dict]) -> str:
-    """One correct answer in BFCL's format: each parameter's first acceptable value, omittable ones left out."""
+    """One correct answer in BFCL's format: each parameter's first acceptable value, left out where that is
+    ``""`` (omission: BFCL lists most optional parameters as ``["", default]``), so the SFT target does not add a
+    default the question never asked for; a value the question states comes first (:func:`_acceptable`)."""
     calls = []
     for expected in ground_truth:
         (name, params), = expected.items()
         args = [f"{p}={_py_literal(_first_value(options))}" for p, options in params.items()
-                if any(v != "" for v in options)]
+                if options and options[0] != ""]
         calls.append(f"{name}({', '.join(args)})")
     return "[" + ", ".join(calls) + "]"
 
@@ -231,13 +233,36 @@ def _json_schema(param_type: str) -> dict:
     return {"type": _TYPE_NAMES[param_type]}
 
 
+def _default_text(value: Any) -> str:
+    """A default as BFCL's docs write it in a description (``Default is false.``, ``Default is 'km'.``)."""
+    return f"'{value}'" if isinstance(value, str) else json.dumps(value)
+
+
+def _param_description(spec) -> str:
+    # real BFCL docs state an optional parameter's default (123 of the fixture's parameters in the description,
+    # 58 as a "default" key), and their possible answers accept it: the generated cases do the same
+    if spec.optional and spec.default is not None:
+        return f"{spec.description} Default is {_default_text(spec.default)}."
+    return spec.description
+
+
 def _function_doc(schema) -> dict:
     """A generator schema as a BFCL function doc."""
     return {"name": schema.name, "description": schema.description, "parameters": {
         "type": "dict",
-        "properties": {p: {**_json_schema(spec.type), "description": spec.description}
+        "properties": {p: {**_json_schema(spec.type), "description": _param_description(spec)}
                        for p, spec in schema.parameters.items()},
         "required": schema.required}}
+
+
+def _acceptable(spec, stated: bool, value: Any = None) -> list:
+    """A parameter's possible answers the way BFCL writes them: the stated value; an optional parameter left
+    unstated may be omitted (``""``) or given its default; one stated at its default may also be omitted (BFCL
+    lists ``"pressure": ["", 1]`` for a question that says "under 1 atmosphere")."""
+    has_default = spec.optional and spec.default is not None
+    if not stated:
+        return ["", spec.default] if has_default else [""]
+    return [value, ""] if has_default and value == spec.default and type(value) is type(spec.default) else [value]
 
 
 SYNTHETIC_POOL = 400
@@ -246,8 +271,9 @@ SYNTHETIC_POOL = 400
 
 def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
                     synthetic: float = 0.0) -> list[dict]:
-    """BFCL-format cases from the offline generator (its functions as JSON-schema docs, one acceptable value per
-    parameter, optional ones omittable when the query does not mention them), for runs without BFCL files.
+    """BFCL-format cases from the offline generator (its functions as JSON-schema docs, the stated value of each
+    parameter acceptable; an optional one the query does not mention may be omitted or, as in BFCL, given the
+    default its doc states: :func:`_acceptable`), for runs without BFCL files.
     ``distractors``: docs of functions the answer does not call, shown beside the needed ones (at most what the
     generator's row offers); with none, a single call falls in BFCL's ``simple`` category instead of ``multiple``.
     ``irrelevance``: the share of cases in BFCL's irrelevance category (the query shown only functions it does
@@ -288,7 +314,8 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
         for call in parse_calls(row["answer"]):
             schema = by_name[call.name]
             given = call.kwargs
-            truth.append({call.name: {p: [given[p]] if p in given else [""] for p in schema.parameters}})
+            truth.append({call.name: {p: _acceptable(spec, p in given, given.get(p))
+                                      for p, spec in schema.parameters.items()}})
         calls = len(truth)
         distinct = len({next(iter(t)) for t in truth})
         category = "simple" if calls == 1 and len(functions) == 1 else "multiple" if calls == 1 else \
