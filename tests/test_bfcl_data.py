@@ -224,7 +224,6 @@ def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
     namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the
     query; with a share of 0 the cases are the ones the library alone always gave."""
-    from ao_calib_tasks.function_call.generate import format_call
     from ao_calib_tasks.function_call.schemas import BY_NAME
     from ao_calib_tasks.function_call.synthetic import synthetic_functions
 
