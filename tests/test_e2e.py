@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ao_calib_tasks.function_call.bfcl_checker import score_text
 
 from tests.conftest import run_cli
 
@@ -101,6 +102,11 @@ def test_eval_cli_scores_a_bfcl_folder_per_category(run_dir):
     assert len(rows) == 36 and {r["kind"] for r in rows} == {"simple_python", "multiple", "parallel",
                                                               "parallel_multiple"}
     assert report["metrics"]["bfcl_ast"] == sum(r["scores"]["bfcl_ast"] for r in rows) / 36
+    # each row holds its case: rescored from the row alone, it gets the score it was given
+    assert len({r["id"] for r in rows}) == 36
+    for r in rows:
+        case = json.loads(r["bfcl_functions"]), json.loads(r["bfcl_ground_truth"])
+        assert score_text(r["completion"], *case).valid == (r["scores"]["bfcl_ast"] == 1.0), r["id"]
     bad = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.nope=1", "tag=never")
     assert bad.returncode == 2 and "task.data.nope" in bad.stderr
     assert not (run_dir / "eval_never.json").exists()

@@ -30,6 +30,9 @@ class FunctionCallTask(Task):
     config_class = FunctionCallTaskConfig
     headline_metric = "tool_call_exact"
     calibrated_reward = "calibrated_overall"  # reward=calibrated_function_call
+    # BFCL rows carry their case (the function docs and the possible answers, as JSON text), so a predictions row is
+    # rescored by anyone's checker (BFCL's bfcl-eval included) without the data it came from
+    prediction_columns = ("id", "kind", "bfcl_functions", "bfcl_ground_truth")
 
     def __init__(self, config: FunctionCallTaskConfig, context: TaskContext):
         super().__init__(config, context)
