@@ -106,7 +106,8 @@ def test_generated_optional_parameters_follow_bfcl_defaults():
         docs = {f["name"]: f for f in case["function"]}
         for i, expected in enumerate(case["ground_truth"]):
             (name, params), = expected.items()
-            reference = parse_calls(bfcl.reference_call_text(case["ground_truth"]))[i]
+            calls = parse_calls(bfcl.reference_call_text(case["ground_truth"]))
+            reference = calls[i]
             for param, options in params.items():
                 spec = BY_NAME[name].parameters[param]
                 if not spec.optional:
@@ -120,7 +121,6 @@ def test_generated_optional_parameters_follow_bfcl_defaults():
                 if options[0] == "":
                     seen["unstated"] += 1
                     assert options == ["", spec.default] and param not in reference.kwargs
-                    calls = parse_calls(bfcl.reference_call_text(case["ground_truth"]))
                     for value, right in ((spec.default, True), (_another_value(spec), False)):
                         args = [dict(c.kwargs) for c in calls]
                         args[i][param] = value
