@@ -267,9 +267,10 @@ def test_a_test_path_alone_replaces_only_the_generated_held_out_split():
     assert len(data.test) == 36
 
 
-def test_the_validation_split_is_a_third_generated_split_and_leaves_the_extra_set_unscored(tmp_path):
+def test_the_validation_split_is_a_third_generated_split_and_scores_its_own_extra_set(tmp_path):
     """task.data.eval_split=validation: every evaluation scores generated cases apart from train and test (same
-    generator settings), and the extra held-out set (real BFCL cases) is not looked at while choosing settings."""
+    generator settings); the extra held-out set (real BFCL test cases) is not looked at while choosing settings,
+    and extra_validation_path (other real cases) is scored in its place."""
     base = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl", "task.data.generate.n_train=6",
             "task.data.generate.n_test=8", f"task.data.extra_test_path={FIXTURE}"]
     test = build_task(compose_run_config(base)).build_data(tokenizer=None)
@@ -279,6 +280,26 @@ def test_the_validation_split_is_a_third_generated_split_and_leaves_the_extra_se
     assert not set(validation.test["id"]) & (set(test.test["id"]) | set(test.train["id"]))
     assert validation.test["prompt"] != test.test["prompt"]
     assert task.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), None, "final") == {}
+
+    from ao_calib.run_dir import RunDir
+
+    other = tmp_path / "validation_cases"  # one category of the fixture stands in for a disjoint real folder
+    (other / "possible_answer").mkdir(parents=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "t").mkdir()
+    name = "BFCL_v4_parallel.json"
+    (other / name).write_text((FIXTURE / name).read_text())
+    (other / "possible_answer" / name).write_text((FIXTURE / "possible_answer" / name).read_text())
+    task = build_task(compose_run_config([*base, "task.data.eval_split=validation",
+                                          f"task.data.extra_validation_path={other}"]))
+    seen = []
+    extra = task.extra_evaluations(None, None, lambda rows, **_: seen.extend(rows) or [""] * len(rows),
+                                   RunDir(tmp_path / "run"), "final")["extra_test"]
+    assert extra["path"] == str(other) and extra["split"] == "validation"
+    assert seen and {r["kind"] for r in seen} == {"parallel"} and extra["num_samples"] == len(seen)
+    test_run = build_task(compose_run_config([*base, f"task.data.extra_validation_path={other}"]))
+    assert test_run.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), RunDir(tmp_path / "t"),
+                                      "final")["extra_test"]["path"] == str(FIXTURE)
     with pytest.raises(Exception, match="eval_split=validation"):
         compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.eval_split=validation"])
 

@@ -112,12 +112,14 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
             if "accuracy" in none:  # random vectors in place of the activations: what no reading can beat
                 metrics["none"] = none["accuracy"]
                 metrics.update({f"none_{k}": none[k] for k in ("mean_confidence", "ece") if k in none})
-            extra = (report.get("extra_test") or {}).get("metrics")
+            extra_set = report.get("extra_test") or {}
+            extra = (extra_set.get("metrics"), extra_set.get("split") or "test")
             reports[report.get("tag", path.stem)] = (path.stat().st_mtime, metrics, extra)
     ordered = sorted(reports.items(), key=lambda kv: (kv[0] != "initial", kv[0] == RunDir.FINAL, kv[1][0]))
-    # A task's second held-out set (task.data.extra_test_path): one row per evaluation, after the main rows.
+    # A task's second held-out set (task.data.extra_test_path, or extra_validation_path on a validation run): one
+    # row per evaluation, after the main rows.
     return ([(tag, metrics) for tag, (_, metrics, _) in ordered]
-            + [(f"{tag} (extra test)", extra) for tag, (_, _, extra) in ordered if extra])
+            + [(f"{tag} (extra {split})", extra) for tag, (_, _, (extra, split)) in ordered if extra])
 
 
 # Per-category columns a task reports under a prefix (function calling: BFCL's AST accuracy per category).

@@ -48,13 +48,19 @@ class FunctionCallDataConfig(Checked):
         None, "A second held-out set scored with every evaluation (initial, after the warm-up, final): BFCL question "
         "files or a folder in BFCL's layout (data.format=bfcl), or rows (data.format=rows). Never trained on. Its "
         "scores go into eval_<tag>.json under \"extra_test\" and its rows into eval_predictions_<tag>_extra.jsonl.")
+    extra_validation_path: Optional[str] = setting(
+        None, "What data.eval_split=validation scores in place of extra_test_path, in the same format: a second "
+        "held-out set drawn apart from it (bench/data/bfcl_v4_real_validation: real BFCL cases none of which is in "
+        "the test fixture), so that settings are chosen on real cases without scoring the test fixture. Never "
+        "trained on. null: the validation run scores no extra set.")
     extra_test_samples: Optional[int] = setting(None, "Rows of the extra held-out set scored; null: all of it, else "
                                                 "a sample drawn with eval.seed.", allowed=at_least(1))
     generate: GeneratedDataConfig = setting(factory=GeneratedDataConfig, help="The offline generator.")
     eval_split: str = setting(
         "test", "The held-out split every evaluation scores: test for reported numbers; validation (data.format=bfcl, "
         "generated cases) scores generate.n_test cases of a third split drawn apart from train and test, for choosing "
-        "settings, and leaves extra_test_path unscored, so that the test split and the real cases are scored once.",
+        "settings, and scores extra_validation_path in place of extra_test_path, so that the test split and the "
+        "real test cases are scored once.",
         allowed=one_of("test", "validation"))
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))

@@ -135,9 +135,11 @@ class FunctionCallTask(Task):
         return {"valid": scores["bfcl_ast"] == 1.0, **scores, "category": case["category"]}
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
-        """``task.data.extra_test_path`` scored beside the held-out split, at every evaluation."""
+        """``task.data.extra_test_path`` (``extra_validation_path`` under ``eval_split=validation``) scored beside
+        the held-out split, at every evaluation."""
         data_cfg = self.config.data
-        if not data_cfg.extra_test_path or data_cfg.eval_split == "validation":
+        path = self._extra_path()
+        if not path:
             return {}
         from ao_calib import distributed
         from ao_calib.evaluation.evaluate import score_and_record
@@ -151,12 +153,17 @@ class FunctionCallTask(Task):
         completions = generate(rows, desc=f"{tag}_extra")
         metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
         if distributed.is_main():
-            print(f"[eval:{tag}_extra] {len(rows)} samples of {data_cfg.extra_test_path}, accuracy "
+            print(f"[eval:{tag}_extra] {len(rows)} samples of {path}, accuracy "
                   f"({self.headline_metric}) = {metrics['accuracy']:.3f}", flush=True)
-        return {"extra_test": {"path": str(data_cfg.extra_test_path), "num_samples": len(rows), "metrics": metrics}}
+        return {"extra_test": {"path": str(path), "split": data_cfg.eval_split, "num_samples": len(rows),
+                               "metrics": metrics}}
+
+    def _extra_path(self) -> str | None:
+        data_cfg = self.config.data
+        return data_cfg.extra_validation_path if data_cfg.eval_split == "validation" else data_cfg.extra_test_path
 
     def _extra_rows(self) -> list[dict]:
-        path = self.config.data.extra_test_path
+        path = self._extra_path()
         suffix = self.config.confidence_instruction if self.calibrated else ""
         if self.bfcl:
             return [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
