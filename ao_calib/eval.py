@@ -30,7 +30,8 @@ def _option(help_text: str, default=None):
 @dataclass
 class EvalArgs:
     run_dir: str = field(metadata={"help": "the run directory to re-evaluate (required)"})
-    num_samples: Optional[int] = _option("held-out rows to evaluate (default: the run's eval.num_samples)")
+    num_samples: Optional[int] = _option("held-out rows to evaluate (default: the run's eval.num_samples; all rows "
+                                         "when task.data.test_path= names another held-out set)")
     adapter: Optional[str] = _option("adapter directory to evaluate (default: RUN/adapter; a checkpoint works)")
     batch_size: Optional[int] = _option("generation batch size (default: the run's eval.batch_size)")
     max_new_tokens: Optional[int] = _option("tokens generated per answer (default: the run's setting)")
@@ -54,6 +55,7 @@ def usage() -> str:
 
 
 TASK_PREFIX = "task."
+TEST_PATH = "task.data.test_path"
 
 
 def parse_args(argv: list[str]) -> EvalArgs:
@@ -128,9 +130,16 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     tokenizer = models.load_tokenizer(source, cfg.model)
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
+    num_samples = args.num_samples or cfg.eval.num_samples
+    if args.num_samples is None and any(o.startswith(TEST_PATH + "=") for o in args.task_overrides):
+        # the run's eval.num_samples was sized for its own split; evaluation takes the first rows, and a folder in
+        # BFCL's layout is read one category after another, so a cut would score only its first categories
+        num_samples = None
+        print(f"scoring all {len(data.test)} rows of {OmegaConf.select(cfg, TEST_PATH)} (num_samples=N for fewer)",
+              flush=True)
     metrics = evaluate(
         task, model, tokenizer, data,
-        num_samples=args.num_samples or cfg.eval.num_samples,
+        num_samples=num_samples,
         batch_size=args.batch_size or cfg.eval.batch_size,
         max_new_tokens=args.max_new_tokens or eval_max_new_tokens(cfg),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
