@@ -220,6 +220,44 @@ def test_generated_irrelevance_cases_leave_the_other_cases_unchanged():
                                        "task.data.generate.bfcl_irrelevance=1.5"]))
 
 
+@pytest.mark.parametrize("synthetic", [0.0, 0.5])
+def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_parameter(synthetic):
+    from ao_calib_tasks.function_call.schemas import BY_NAME
+    from ao_calib_tasks.function_call.synthetic import synthetic_functions
+
+    by_name = {**BY_NAME, **{s.name: s for s in synthetic_functions(bfcl.SYNTHETIC_POOL, 3)}}
+    plain = bfcl.generated_cases(200, seed=3, tag="train", distractors=1, synthetic=synthetic)
+    random_docs = bfcl.generated_cases(200, seed=3, tag="train", distractors=1, irrelevance=0.3, synthetic=synthetic)
+    near = bfcl.generated_cases(200, seed=3, tag="train", distractors=1, irrelevance=0.3, synthetic=synthetic,
+                                near_miss=1.0)
+    assert bfcl.generated_cases(200, seed=3, tag="train", distractors=1, irrelevance=0.3, synthetic=synthetic,
+                                near_miss=0.0) == random_docs
+    # only the irrelevance cases' docs change: the same cases are irrelevance cases, with the same queries
+    assert [c for c in near if c["category"] != "irrelevance"] == \
+        [c for c in random_docs if c["category"] != "irrelevance"]
+    assert [c["question"] for c in near if c["category"] == "irrelevance"] == \
+        [c["question"] for c in random_docs if c["category"] == "irrelevance"]
+    close = 0
+    for case, other in zip(near, random_docs):
+        if case["category"] != "irrelevance":
+            continue
+        bfcl.validate_case(case, "generated", 0, 0)
+        needed = {next(iter(t)) for t in plain[int(case["id"].removeprefix("irrelevance_train"))]["ground_truth"]}
+        shown = [f["name"] for f in case["function"]]
+        assert case["ground_truth"] == [] and not needed & set(shown) and len(shown) == len(other["function"])
+        verbs = {bfcl._verb(n) for n in needed}
+        params = {p for n in needed for p in by_name[n].parameters}
+        close += bfcl._verb(shown[0]) in verbs or bool(params & set(by_name[shown[0]].parameters))
+    n = sum(c["category"] == "irrelevance" for c in near)
+    assert n >= 40 and close >= 0.8 * n  # a query with no near miss in its library keeps a random doc
+    randomly = sum(bfcl._verb(o["function"][0]["name"]) in {bfcl._verb(next(iter(t))) for t in p["ground_truth"]}
+                   for o, p in zip(random_docs, plain) if o["category"] == "irrelevance")
+    assert randomly < close / 2
+    with pytest.raises(Exception, match="bfcl_near_miss"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_near_miss=1.5"]))
+
+
 def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
     namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the

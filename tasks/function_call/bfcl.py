@@ -269,8 +269,24 @@ SYNTHETIC_POOL = 400
 """Made-up functions a run with ``generate.bfcl_synthetic`` draws from (per generator seed)."""
 
 
+def _verb(name: str) -> str:
+    """The first word of a function's bare name: ``calculate`` for ``finance.calculate_loan_interest``."""
+    return name.rsplit(".", 1)[-1].split("_", 1)[0]
+
+
+def near_misses(needed: set[str], library) -> list[str]:
+    """Functions of ``library`` a query for ``needed`` could be mistaken for: not needed, but named with the same
+    verb (``calculate_time`` for a question about the time) or taking a parameter of the same name (a city, a
+    height). BFCL's irrelevance cases are mostly such near misses; a doc drawn at random is seldom one."""
+    wanted = [s for s in library if s.name in needed]
+    verbs = {_verb(s.name) for s in wanted}
+    params = {p for s in wanted for p in s.parameters}
+    return sorted(s.name for s in library if s.name not in needed
+                  and (_verb(s.name) in verbs or params & set(s.parameters)))
+
+
 def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
-                    synthetic: float = 0.0) -> list[dict]:
+                    synthetic: float = 0.0, near_miss: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, the stated value of each
     parameter acceptable; an optional one the query does not mention may be omitted or, as in BFCL, given the
     default its doc states: :func:`_acceptable`), for runs without BFCL files.
@@ -279,7 +295,9 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     ``irrelevance``: the share of cases in BFCL's irrelevance category (the query shown only functions it does
     not need, at least one; the right answer makes no call). The other cases are drawn as without it.
     ``synthetic``: the share of cases whose functions are made up (:mod:`.synthetic`, a pool of
-    ``SYNTHETIC_POOL`` functions drawn from ``seed``) instead of taken from the hand-written library."""
+    ``SYNTHETIC_POOL`` functions drawn from ``seed``) instead of taken from the hand-written library.
+    ``near_miss``: the share of irrelevance cases whose first shown doc is a near miss (:func:`near_misses`, from
+    the library the case was drawn from) instead of any function the query does not need."""
     from .generate import hash_seed, make_row
     from .parsing import parse_calls
     from .schemas import BY_NAME, SCHEMAS
@@ -290,11 +308,13 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     relevance_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/irrelevance"))
     # the same for made-up functions: without them, the cases are the ones the library alone always gave
     library_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/synthetic"))
+    near_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/near_miss"))
     made_up = synthetic_functions(SYNTHETIC_POOL, seed) if synthetic else ()
     by_name = {**BY_NAME, **{s.name: s for s in made_up}}
     cases = []
     for i in range(n):
-        row = make_row(rng, made_up if synthetic and library_rng.random() < synthetic else SCHEMAS)
+        library = made_up if synthetic and library_rng.random() < synthetic else SCHEMAS
+        row = make_row(rng, library)
         needed = {c.name for c in parse_calls(row["answer"])}
         unneeded = [n for n in row["possible_boxed_answers"] if n not in needed]
         # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs
@@ -304,7 +324,11 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
         rng.shuffle(shown)
         query = row["prompt"].rsplit("\n\n", 1)[-1]
         if irrelevance and relevance_rng.random() < irrelevance and unneeded:
-            functions = [_function_doc(by_name[name]) for name in unneeded[:max(1, distractors)]]
+            names = unneeded[:max(1, distractors)]
+            if near_miss and near_rng.random() < near_miss and (close := near_misses(needed, library)):
+                first = near_rng.choice(close)
+                names = [first] + [name for name in names if name != first][:len(names) - 1]
+            functions = [_function_doc(by_name[name]) for name in names]
             cases.append({"id": f"irrelevance_{tag}{i}", "category": "irrelevance",
                           "question": [[{"role": "user", "content": query}]], "function": functions,
                           "ground_truth": []})

@@ -31,6 +31,12 @@ class GeneratedDataConfig(Checked):
         "object and typed parameters drawn from word lists: ao_calib_tasks.function_call.synthetic) instead of "
         "taken from the 26 hand-written ones, so that the warm-up teaches reading a doc rather than memorising a "
         "library. Held-out generated cases keep the hand-written library. 0: none.", allowed=within(0, 1))
+    bfcl_near_miss: float = setting(
+        0.0, "data.format=bfcl: the share of generated training irrelevance cases whose function doc is a near "
+        "miss (named with the same verb as the function the query needs, or taking a parameter of the same name), "
+        "as most of BFCL's irrelevance cases are (`calculate_time` for \"What's the time right now?\"), instead of "
+        "any function the query does not need. Held-out generated cases keep the random one. 0: none.",
+        allowed=within(0, 1))
 
 
 @dataclass
