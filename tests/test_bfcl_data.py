@@ -258,6 +258,40 @@ def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_par
                                        "task.data.generate.bfcl_near_miss=1.5"]))
 
 
+def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
+    """generate.bfcl_parallel_each: made-up functions' parallel queries draw every argument anew per call, written
+    one clause a call or "..., respectively"; the values of each argument appear in call order, and the reference
+    passes BFCL's check. With 0 the cases are the ones made before the option existed."""
+    plain = bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5)
+    assert bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5,
+                                parallel_each=0.0) == plain
+    each = bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5,
+                                parallel_each=1.0)
+    styles = {"; and ": 0, ", respectively": 0}
+    for case in each:
+        bfcl.validate_case(case, "generated", 0, 0)
+        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
+                          case["ground_truth"]).valid, case
+        query = case["question"][0][0]["content"]
+        style = next((k for k in styles if k in query), None)
+        if case["category"] != "parallel" or style is None:
+            continue
+        styles[style] += 1
+        calls = [next(iter(c.values())) for c in case["ground_truth"]]
+        varied = [p for p in calls[0] if len({repr(c[p][0]) for c in calls}) > 1]
+        for p in varied:
+            values = [c[p][0] for c in calls]
+            if all(isinstance(v, str) for v in values) and len(set(values)) == len(values):
+                positions = [query.index(v) for v in values]
+                assert positions == sorted(positions), (p, values, query)
+    assert min(styles.values()) >= 5, styles
+    parallel_args = [len(next(iter(c["ground_truth"][0].values()))) for c in each if c["category"] == "parallel"]
+    assert max(parallel_args) >= 2
+    with pytest.raises(Exception, match="bfcl_parallel_each"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_parallel_each=-0.1"]))
+
+
 def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
     namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the

@@ -286,7 +286,7 @@ def near_misses(needed: set[str], library) -> list[str]:
 
 
 def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
-                    synthetic: float = 0.0, near_miss: float = 0.0) -> list[dict]:
+                    synthetic: float = 0.0, near_miss: float = 0.0, parallel_each: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, the stated value of each
     parameter acceptable; an optional one the query does not mention may be omitted or, as in BFCL, given the
     default its doc states: :func:`_acceptable`), for runs without BFCL files.
@@ -297,7 +297,9 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     ``synthetic``: the share of cases whose functions are made up (:mod:`.synthetic`, a pool of
     ``SYNTHETIC_POOL`` functions drawn from ``seed``) instead of taken from the hand-written library.
     ``near_miss``: the share of irrelevance cases whose first shown doc is a near miss (:func:`near_misses`, from
-    the library the case was drawn from) instead of any function the query does not need."""
+    the library the case was drawn from) instead of any function the query does not need.
+    ``parallel_each``: the share of made-up functions' one-function parallel queries that give every call its own
+    arguments (:func:`.generate.each_call`) instead of varying one."""
     from .generate import hash_seed, make_row
     from .parsing import parse_calls
     from .schemas import BY_NAME, SCHEMAS
@@ -309,12 +311,13 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     # the same for made-up functions: without them, the cases are the ones the library alone always gave
     library_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/synthetic"))
     near_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/near_miss"))
+    each_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/parallel_each"))
     made_up = synthetic_functions(SYNTHETIC_POOL, seed) if synthetic else ()
     by_name = {**BY_NAME, **{s.name: s for s in made_up}}
     cases = []
     for i in range(n):
         library = made_up if synthetic and library_rng.random() < synthetic else SCHEMAS
-        row = make_row(rng, library)
+        row = make_row(rng, library, parallel_each, each_rng)
         needed = {c.name for c in parse_calls(row["answer"])}
         unneeded = [n for n in row["possible_boxed_answers"] if n not in needed]
         # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs

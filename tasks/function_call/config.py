@@ -37,6 +37,12 @@ class GeneratedDataConfig(Checked):
         "as most of BFCL's irrelevance cases are (`calculate_time` for \"What's the time right now?\"), instead of "
         "any function the query does not need. Held-out generated cases keep the random one. 0: none.",
         allowed=within(0, 1))
+    bfcl_parallel_each: float = setting(
+        0.0, "data.format=bfcl, with bfcl_synthetic > 0: the share of made-up functions' parallel queries (one "
+        "function called 2-4 times) that give every call its own arguments, as BFCL's parallel queries do (\"in "
+        "Paris for the year 2001; and in Tokyo for the year 1999\", or \"... in Paris and Tokyo for the year 2001 "
+        "and 1999, respectively\"), instead of varying one argument. Training cases only. 0: none.",
+        allowed=within(0, 1))
 
 
 @dataclass

@@ -95,13 +95,43 @@ def multi_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, 
     return rng.choice(schema.multi_templates).format(**shown), calls
 
 
-def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS) -> dict[str, Any]:
-    """One complete row in the design note's format, its functions drawn from ``library``."""
+def each_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
+    """2-4 calls of one function, every required argument drawn anew for each call, as BFCL's parallel queries
+    are written: one clause a call ("in Paris for the year 2001; and in Tokyo for the year 1999") or one phrase an
+    argument with its values in call order ("in Paris and Tokyo for the year 2001 and 1999, respectively")."""
+    assert schema.call_phrases, "each_call needs a function with call_phrases (synthetic.py)"
+    want = rng.randint(2, 4)
+    calls: list[dict[str, Any]] = []
+    for _ in range(50):
+        args = _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required})
+        if args not in calls:
+            calls.append(args)
+        if len(calls) == want:
+            break
+    opener = rng.choice(schema.openers)
+    if rng.random() < 0.5:
+        clauses = [" ".join(p.format(**{k: display(schema.parameters[k], v) for k, v in c.items()})
+                            for p in schema.call_phrases) for c in calls]
+        text = "; ".join(clauses[:-1]) + "; and " + clauses[-1]
+    else:
+        values = {k: _join([display(schema.parameters[k], c[k]) for c in calls]) for k in schema.required}
+        text = " ".join(p.format(**values) for p in schema.call_phrases) + ", respectively"
+    return opener.format(calls=text), calls
+
+
+def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS, each: float = 0.0,
+             each_rng: random.Random | None = None) -> dict[str, Any]:
+    """One complete row in the design note's format, its functions drawn from ``library``. ``each``: the share of
+    one-function parallel queries (of functions that allow it) written by :func:`each_call`, decided by
+    ``each_rng`` so that with 0 the rows are the ones ``rng`` always gave."""
     kind = rng.random()
     multi_capable = [s for s in library if s.multi_arg]
     if kind < 0.2:
         schema = rng.choice(multi_capable)
-        query, args = multi_call(schema, rng)
+        if each and schema.call_phrases and each_rng is not None and each_rng.random() < each:
+            query, args = each_call(schema, rng)
+        else:
+            query, args = multi_call(schema, rng)
         calls = [(schema, a) for a in args]
     elif kind < 0.35:
         first, second = rng.sample(library, 2)

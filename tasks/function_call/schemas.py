@@ -51,6 +51,10 @@ class Schema:
     templates: dict[tuple[str, ...], tuple[str, ...]]
     multi_arg: str | None = None  # argument that varies across calls in a multi-call query
     multi_templates: tuple[str, ...] = field(default=())
+    # Made-up functions only (synthetic.py): queries that give every call its own arguments. ``openers`` hold
+    # ``{calls}`` where the calls go; ``call_phrases`` are one call's words, one per required argument, in order.
+    openers: tuple[str, ...] = field(default=())
+    call_phrases: tuple[str, ...] = field(default=())
 
     def definition(self) -> dict[str, Any]:
         """The JSON object shown in the prompt."""

@@ -168,8 +168,14 @@ def make_function(rng: random.Random, name: str, verb_text: str, obj: str) -> Sc
     multi = [s for s in required if s.type in _MULTI_TYPES]
     multi_arg = rng.choice(multi).name if multi else None
     described = ", ".join(_words(s.name) for s in required)
+    # every call its own values (generate.each_call): scalar arguments only, so "and" joins calls, not list items;
+    # built without drawing from rng, so the functions are the same as before these fields existed
+    scalar = all(s.type in _MULTI_TYPES for s in required)
+    openers = tuple(o.format(Verb=verb_text.capitalize(), verb=verb_text, obj=_words(obj), args="{calls}")
+                    for o in OPENERS) if scalar else ()
     return Schema(name, f"{verb_text.capitalize()}s the {_words(obj)} given the {described}.",
-                  params, groups, multi_arg=multi_arg, multi_templates=groups[()] if multi_arg else ())
+                  params, groups, multi_arg=multi_arg, multi_templates=groups[()] if multi_arg else (),
+                  openers=openers, call_phrases=tuple(phrase[s.name] for s in required) if scalar else ())
 
 
 def synthetic_functions(n: int, seed: int) -> tuple[Schema, ...]:
