@@ -287,9 +287,10 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     assert min(styles.values()) >= 5, styles
     parallel_args = [len(next(iter(c["ground_truth"][0].values()))) for c in each if c["category"] == "parallel"]
     assert max(parallel_args) >= 2
-    with pytest.raises(Exception, match="bfcl_parallel_each"):
-        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
-                                       "task.data.generate.bfcl_parallel_each=-0.1"]))
+    for refused in ("task.data.generate.bfcl_parallel_each=-0.1", "task.data.generate.bfcl_parallel_each=0.5"):
+        with pytest.raises(Exception, match="bfcl_parallel_each"):  # out of range; without made-up functions
+            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                           refused]))
 
 
 def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():

@@ -44,6 +44,12 @@ class GeneratedDataConfig(Checked):
         "and 1999, respectively\"), instead of varying one argument. Training cases only. 0: none.",
         allowed=within(0, 1))
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.bfcl_parallel_each and not self.bfcl_synthetic:
+            raise ValueError("data.generate.bfcl_parallel_each applies to made-up functions only: set "
+                             "task.data.generate.bfcl_synthetic > 0 as well, or leave bfcl_parallel_each at 0")
+
 
 @dataclass
 class FunctionCallDataConfig(Checked):
