@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,20 +75,25 @@ def single_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str,
     return text, [args]
 
 
+def _distinct(draw: Callable[[], Any], want: int, tries: int = 50) -> list[Any]:
+    """Up to ``want`` distinct results of ``draw``, in the order drawn (a small pool may give fewer)."""
+    found: list[Any] = []
+    for _ in range(tries):
+        value = draw()
+        if value not in found:
+            found.append(value)
+        if len(found) == want:
+            break
+    return found
+
+
 def multi_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
     """One query asking for the same function on 2-4 distinct values of ``schema.multi_arg``."""
     key = schema.multi_arg
     assert key is not None
     param = schema.parameters[key]
     base = {k: schema.parameters[k].sample(rng) for k in schema.required}
-    want = rng.randint(2, 4)
-    values: list[Any] = []
-    for _ in range(50):
-        value = param.sample(rng)
-        if value not in values:
-            values.append(value)
-        if len(values) == want:
-            break
+    values = _distinct(lambda: param.sample(rng), rng.randint(2, 4))
     calls = [_ordered(schema, {**base, key: v}) for v in values]
     shown = {k: display(schema.parameters[k], v) for k, v in base.items()}
     shown[key] = _join([display(param, v) for v in values])
@@ -100,14 +105,8 @@ def each_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, A
     are written: one clause a call ("in Paris for the year 2001; and in Tokyo for the year 1999") or one phrase an
     argument with its values in call order ("in Paris and Tokyo for the year 2001 and 1999, respectively")."""
     assert schema.call_phrases, "each_call needs a function with call_phrases (synthetic.py)"
-    want = rng.randint(2, 4)
-    calls: list[dict[str, Any]] = []
-    for _ in range(50):
-        args = _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required})
-        if args not in calls:
-            calls.append(args)
-        if len(calls) == want:
-            break
+    calls = _distinct(lambda: _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required}),
+                      rng.randint(2, 4))
     opener = rng.choice(schema.openers)
     if rng.random() < 0.5:
         clauses = [" ".join(p.format(**{k: display(schema.parameters[k], v) for k, v in c.items()})
