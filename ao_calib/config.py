@@ -189,7 +189,11 @@ class EvalConfig(Checked):
                             "eval.initial=false).")
     after_warmup: bool = setting(True, "Evaluate after the warm-up stage too (eval_warmup.json).")
     every_steps: Optional[int] = setting(None, "Also evaluate during training, every this many optimiser steps "
-                                         "(val/<metric> in metrics.jsonl); null: never.", allowed=at_least(1))
+                                         "of each stage (val/<metric> in metrics.jsonl; a warm-up's are tagged "
+                                         "warmup_step<N>); null: never.", allowed=at_least(1))
+    during_warmup: bool = setting(True, "With every_steps: evaluate during the warm-up too (its learning curve). "
+                                  "false: during the main stage only (each evaluation of a task with an extra "
+                                  "held-out set scores that set too, which a long warm-up pays for many times).")
     during_num_samples: int = setting(50, "Held-out samples for the evaluations during training.",
                                       allowed=at_least(1))
     num_samples: Optional[int] = setting(None, "Held-out samples; null: the whole held-out split.",

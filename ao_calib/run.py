@@ -98,7 +98,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
             periodic = None
-            if cfg.eval.enabled and cfg.eval.every_steps:
+            if cfg.eval.enabled and cfg.eval.every_steps and (stage_name == "train" or cfg.eval.during_warmup):
                 # a warm-up's evaluations are tagged with its name, so they never overwrite the main stage's
                 prefix = "" if stage_name == "train" else f"{stage_name}_"
                 periodic = PeriodicEvalCallback(

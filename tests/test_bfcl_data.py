@@ -1,6 +1,7 @@
 """BFCL files in: question + possible_answer loading, validation errors, prompts, and task.data.format=bfcl."""
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from ao_calib.errors import AOCalibError, DataValidationError
 from ao_calib.task_api import build_task
 from ao_calib_tasks.function_call import bfcl
 from ao_calib_tasks.function_call.bfcl_checker import score_text
+from ao_calib_tasks.function_call.generate import make_row
 from ao_calib_tasks.function_call.parsing import parse_calls
 
 FIXTURE = Path(__file__).parent / "data" / "bfcl"
@@ -253,9 +255,10 @@ def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_par
     randomly = sum(bfcl._verb(o["function"][0]["name"]) in {bfcl._verb(next(iter(t))) for t in p["ground_truth"]}
                    for o, p in zip(random_docs, plain) if o["category"] == "irrelevance")
     assert randomly < close / 2
-    with pytest.raises(Exception, match="bfcl_near_miss"):
-        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
-                                       "task.data.generate.bfcl_near_miss=1.5"]))
+    for refused in ("task.data.generate.bfcl_near_miss=1.5", "task.data.generate.bfcl_near_miss=0.5"):
+        with pytest.raises(Exception, match="bfcl_near_miss"):  # out of range; without irrelevance cases
+            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                           refused]))
 
 
 def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
@@ -287,6 +290,8 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     assert min(styles.values()) >= 5, styles
     parallel_args = [len(next(iter(c["ground_truth"][0].values()))) for c in each if c["category"] == "parallel"]
     assert max(parallel_args) >= 2
+    with pytest.raises(ValueError, match="each_rng"):  # a share without the draws that apply it
+        make_row(random.Random(0), each=0.5)
     for refused in ("task.data.generate.bfcl_parallel_each=-0.1", "task.data.generate.bfcl_parallel_each=0.5"):
         with pytest.raises(Exception, match="bfcl_parallel_each"):  # out of range; without made-up functions
             build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",

@@ -155,6 +155,19 @@ def test_optuna_search_runs_trials(tmp_path):
     assert "best_params" in (sweep / "optimization_results.yaml").read_text()
 
 
+def test_evaluations_during_training_can_skip_the_warm_up(tmp_path):
+    """eval.during_warmup=false: the curve covers the main stage only; the evaluation after the warm-up stays."""
+    out = tmp_path / "main_only"
+    assert_ok(run_cli("ao_calib.run", "experiment=function_call_demo", "warmup.max_steps=2", "trainer.max_steps=2",
+                      "trainer.batch_size=2", "trainer.num_generations=2", "eval.initial=false", "eval.num_samples=2",
+                      "eval.every_steps=1", "eval.during_num_samples=2", "eval.during_warmup=false",
+                      f"hydra.run.dir={out}"))
+    reports = sorted(p.name for p in out.glob("eval*.json"))
+    assert reports == ["eval.json", "eval_step1.json", "eval_warmup.json"]
+    curve = [r for r in read_jsonl(out / "metrics.jsonl") if "val/accuracy" in r]
+    assert [(r.get("stage"), r["step"]) for r in curve] == [("train", 1)]
+
+
 def test_calibrated_function_call_reward_and_eval(tmp_path):
     out = tmp_path / "cal"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "reward=calibrated_function_call",

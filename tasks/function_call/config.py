@@ -49,6 +49,9 @@ class GeneratedDataConfig(Checked):
         if self.bfcl_parallel_each and not self.bfcl_synthetic:
             raise ValueError("data.generate.bfcl_parallel_each applies to made-up functions only: set "
                              "task.data.generate.bfcl_synthetic > 0 as well, or leave bfcl_parallel_each at 0")
+        if self.bfcl_near_miss and not self.bfcl_irrelevance:
+            raise ValueError("data.generate.bfcl_near_miss changes irrelevance cases only: set "
+                             "task.data.generate.bfcl_irrelevance > 0 as well, or leave bfcl_near_miss at 0")
 
 
 @dataclass

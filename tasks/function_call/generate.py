@@ -123,11 +123,14 @@ def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS, each: floa
     """One complete row in the design note's format, its functions drawn from ``library``. ``each``: the share of
     one-function parallel queries (of functions that allow it) written by :func:`each_call`, decided by
     ``each_rng`` so that with 0 the rows are the ones ``rng`` always gave."""
+    if each and each_rng is None:
+        raise ValueError("make_row: each > 0 needs each_rng, the draws that pick which queries give every call its "
+                         "own values")
     kind = rng.random()
     multi_capable = [s for s in library if s.multi_arg]
     if kind < 0.2:
         schema = rng.choice(multi_capable)
-        if each and schema.call_phrases and each_rng is not None and each_rng.random() < each:
+        if each and schema.call_phrases and each_rng.random() < each:
             query, args = each_call(schema, rng)
         else:
             query, args = multi_call(schema, rng)
