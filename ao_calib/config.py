@@ -194,9 +194,11 @@ class EvalConfig(Checked):
     during_warmup: bool = setting(True, "With every_steps: evaluate during the warm-up too (its learning curve). "
                                   "false: during the main stage only (each evaluation of a task with an extra "
                                   "held-out set scores that set too, which a long warm-up pays for many times).")
-    during_num_samples: int = setting(50, "Held-out samples for the evaluations during training.",
+    during_num_samples: int = setting(50, "Held-out samples for the evaluations during training (drawn with "
+                                      "eval.seed, the same rows each time).",
                                       allowed=at_least(1))
-    num_samples: Optional[int] = setting(None, "Held-out samples; null: the whole held-out split.",
+    num_samples: Optional[int] = setting(None, "Held-out samples, drawn with eval.seed in file order (not the "
+                                         "first rows); null: the whole held-out split.",
                                          allowed=at_least(1))
     batch_size: int = setting(16, "Prompts generated at once.", allowed=at_least(1))
     max_new_tokens: Optional[int] = setting(None, "Most new tokens per answer; null: the trainer's "

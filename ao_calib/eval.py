@@ -132,8 +132,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     data = task.build_data(tokenizer, model)
     num_samples = args.num_samples or cfg.eval.num_samples
     if args.num_samples is None and any(o.startswith(TEST_PATH + "=") for o in args.task_overrides):
-        # the run's eval.num_samples was sized for its own split; evaluation takes the first rows, and a folder in
-        # BFCL's layout is read one category after another, so a cut would score only its first categories
+        # the run's eval.num_samples was sized for its own split, not for this folder: score all of it unless told
         num_samples = None
         print(f"scoring all {len(data.test)} rows of {OmegaConf.select(cfg, TEST_PATH)} (num_samples=N for fewer)",
               flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 
 from ao_calib import distributed
 from ao_calib.calibration.contract import scored_confidence
@@ -36,7 +37,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
             batch_size=batch_size, steering=data.steering, condition=condition, desc=f"eval ({desc})",
             temperature=temperature, seed=seed), rows)
 
-    rows = data.test.select(range(min(num_samples or len(data.test), len(data.test)))).to_list()
+    rows = data.test.select(held_out_sample(len(data.test), num_samples, seed)).to_list()
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
               "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
     steered = data.steering is not None
@@ -62,6 +63,16 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     # them beside the main accuracy (val/...), the reading curve of a steered task.
     return {**report["metrics"], **{f"{variant}/accuracy": metrics["accuracy"]
                                     for variant, metrics in (report.get("variants") or {}).items()}}
+
+
+def held_out_sample(n_rows: int, num_samples: int | None, seed: int) -> list[int]:
+    """The row indices an evaluation of ``num_samples`` rows scores: all rows, or a sample drawn with ``seed``
+    (``eval.seed``: the same rows at every evaluation of a run and across runs), in file order. Not the first
+    rows: a held-out file is often grouped (a BFCL folder is read one category after another, an oracle bed one
+    kind after another), and its first rows would be one group."""
+    if not num_samples or num_samples >= n_rows:
+        return list(range(n_rows))
+    return sorted(random.Random(seed).sample(range(n_rows), num_samples))
 
 
 def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import random
 from pathlib import Path
 
 import datasets
@@ -142,14 +141,10 @@ class FunctionCallTask(Task):
         if not path:
             return {}
         from ao_calib import distributed
-        from ao_calib.evaluation.evaluate import score_and_record
+        from ao_calib.evaluation.evaluate import held_out_sample, score_and_record
 
         rows = self._extra_rows()
-        if data_cfg.extra_test_samples and data_cfg.extra_test_samples < len(rows):
-            # a seeded sample in file order: the first rows of a folder are all of one category
-            keep = sorted(random.Random(self.context.eval_seed).sample(range(len(rows)),
-                                                                             data_cfg.extra_test_samples))
-            rows = [rows[i] for i in keep]
+        rows = [rows[i] for i in held_out_sample(len(rows), data_cfg.extra_test_samples, self.context.eval_seed)]
         completions = generate(rows, desc=f"{tag}_extra")
         metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
         if distributed.is_main():
