@@ -110,8 +110,9 @@ def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
 def run_eval(args: EvalArgs) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``."""
     from ao_calib import models
-    from ao_calib.config import eval_max_new_tokens, load_run_config
+    from ao_calib.config import EvalConfig, eval_max_new_tokens, load_run_config
     from ao_calib.evaluation import evaluate
+    from ao_calib.settings import default_of
     from ao_calib.task_api import build_task
 
     run_dir = RunDir(args.run_dir)
@@ -145,6 +146,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
         run_dir=run_dir, tag=tag, mismatches_printed=cfg.eval.mismatches_printed,
         temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),
         seed=cfg.eval.get("seed", 0),
+        merged_copy=cfg.eval.get("merged_copy", default_of(EvalConfig, "merged_copy")),
     )
     print(f"wrote {run_dir.eval_report(tag)} and {run_dir.predictions(tag).name} (tag={tag}); "
           f"the run's own {run_dir.eval_report().name} is unchanged" if tag != RunDir.FINAL else

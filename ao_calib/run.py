@@ -205,6 +205,7 @@ def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:
         "mismatches_printed": cfg.eval.mismatches_printed,
         "temperature": cfg.eval.temperature,
         "seed": cfg.eval.seed,
+        "merged_copy": cfg.eval.merged_copy,
     }
 
 

@@ -158,6 +158,41 @@ def test_the_merged_copy_never_changes_the_trained_weights(offline_env):
     assert not torch.equal(lora.base_layer.weight, before[f"base_model.model.{name}.base_layer.weight"])
 
 
+def test_evaluations_generate_from_the_one_merged_copy_and_write_what_the_adapter_writes(offline_env):
+    """Evaluation generates from the merged copy the rollouts use (one per model, refreshed at each use, never in
+    a state dict), and greedy completions equal the unmerged adapter's (float32)."""
+    from ao_calib.evaluation.generation import generate_completions
+    from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
+
+    path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
+                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False))
+    keys = set(model.state_dict())
+    assert generation_copy_refusal(model) is None
+    merged = merged_copy_of(model)
+    assert merged_copy_of(model) is merged and set(model.state_dict()) == keys
+
+    rows = [{"prompt": [{"role": "user", "content": text}]} for text in ("Add 2 and 3.", "Name a colour, please.",
+                                                                         "What is the capital of France?")]
+    kwargs = dict(chat_template_kwargs={}, max_new_tokens=12, batch_size=2)
+    assert generate_completions(merged.model, tokenizer, rows, **kwargs) == \
+        generate_completions(model, tokenizer, rows, **kwargs)
+
+    # Training moves the adapter; the next use of the copy carries the move.
+    lora = dict(model.named_modules())["base_model.model.model.layers.0.mlp.down_proj"]
+    with torch.no_grad():
+        lora.lora_B["default"].weight.add_(0.5)
+    copied = dict(merged_copy_of(model).model.named_modules())["model.layers.0.mlp.down_proj"]
+    expected = lora.base_layer.weight + lora.scaling["default"] * (
+        lora.lora_B["default"].weight @ lora.lora_A["default"].weight)
+    assert torch.allclose(copied.weight, expected, atol=1e-6)
+    # A model without an adapter has nothing to merge: evaluation generates from it as it is.
+    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    assert generation_copy_refusal(plain) == "the model has no LoRA layers"
+
+
 # ------------------------------------------------------------------------------------------ in the trainers
 
 ORACLE = ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",

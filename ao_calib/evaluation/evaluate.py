@@ -13,6 +13,7 @@ from ao_calib.io import append_jsonl, write_json
 from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.run_dir import RunDir
 from ao_calib.task_api import Task, TaskData
+from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
 
 log = logging.getLogger(__name__)
 
@@ -23,17 +24,28 @@ CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
-             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0) -> dict:
+             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0,
+             merged_copy: bool = True) -> dict:
     """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
     report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
     conditions (a control) are scored beside it.
     Returns the main metrics, with each variant's accuracy as ``<variant>/accuracy``.
 
     Every process of a multi-process run calls it: each generates its share of the rows, and the main process
-    scores them all (the judge sees each row once), writes and prints; every process returns the same metrics."""
+    scores them all (the judge sees each row once), writes and prints; every process returns the same metrics.
+    ``merged_copy``: generate from the adapter merged into a copy of its projections (the one the fast rollouts
+    use, refreshed now) where the model allows it; the same completions as the unmerged adapter up to rounding."""
+    generation_model = model
+    if merged_copy:
+        refusal = generation_copy_refusal(model)
+        if refusal is None:
+            generation_model = merged_copy_of(model).model
+        else:
+            log.info("evaluation generates from the unmerged adapter: %s", refusal)
+
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
         return distributed.map_split(lambda share: generate_completions(
-            model, tokenizer, share, chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
+            generation_model, tokenizer, share, chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens,
             batch_size=batch_size, steering=data.steering, condition=condition, desc=f"eval ({desc})",
             temperature=temperature, seed=seed), rows)
 

@@ -132,6 +132,9 @@ class MergedCopy:
         lora = _lora_layers(inner)
         owned = {id(layer.get_base_layer().weight) for layer in lora.values()}
         memo = {id(p): p for p in inner.parameters() if id(p) not in owned and not p.requires_grad}
+        shared = inner.__dict__.get(_SHARED_COPY)
+        if shared is not None:
+            memo[id(shared)] = None  # another copy held by the model (merged_copy_of) is not copied into this one
         self.model = copy.deepcopy(inner, memo)
         for module in self.model.modules():
             # accelerate (mixed precision) and TRL wrap a model's forward in an instance attribute whose closure
@@ -166,6 +169,34 @@ class MergedCopy:
             weight.copy_((base.float() + delta).to(weight.dtype))
         for target, source in self._copied:
             target.copy_(source)
+
+
+_SHARED_COPY = "_ao_calib_merged_copy"
+
+
+def merged_copy_of(peft_model: torch.nn.Module) -> MergedCopy:
+    """The trained model's one merged copy, refreshed from its weights now: rollouts and evaluations share it, so
+    its LoRA-targeted weights are held once (a second copy of an 8 B model's projections is 16 GB). It is kept on
+    the model as a plain attribute: not a submodule, so never in a state dict, a checkpoint or ``parameters()``."""
+    inner = unwrap(peft_model)
+    merged = inner.__dict__.get(_SHARED_COPY)
+    if merged is None:
+        merged = MergedCopy(inner)  # refreshed as it is built
+        inner.__dict__[_SHARED_COPY] = merged
+    else:
+        merged.refresh()
+    return merged
+
+
+def generation_copy_refusal(model: torch.nn.Module) -> str | None:
+    """Why an evaluation cannot generate from a merged copy of ``model`` (None: it can)."""
+    from ao_calib import distributed
+
+    if distributed.sharded():
+        return "the model is sharded (FSDP/ZeRO): a merged copy would be a full weight copy per rank"
+    if quantized(model):
+        return "the base weights are quantized"
+    return mergeable(unwrap(model))
 
 
 # ---------------------------------------------------------------------------------------------- generator
@@ -397,7 +428,7 @@ class FastGenerationMixin:
         if self._fast is None:
             reason = mergeable(trained) if self.generation_merged_copy else "trainer.generation_merged_copy=false"
             if reason is None:
-                self._merged = MergedCopy(trained)
+                self._merged = merged_copy_of(trained)
             else:
                 log.info("fast generation without a merged copy (%s): the adapter stays unmerged", reason)
             if quantized(trained):  # refused at start-up (config.check_fast_generation); here for direct use
@@ -405,7 +436,7 @@ class FastGenerationMixin:
             self._fast = FastGenerator(self._merged.model if self._merged else trained,
                                        max_cached_shapes=self.fast_generation_cache_shapes)
         elif self._merged is not None:
-            self._merged.refresh()
+            self._merged.refresh()  # the shared copy: an evaluation between two rollouts refreshes it too
         return self._fast.model
 
     def _log_generation_metrics(self) -> None:
