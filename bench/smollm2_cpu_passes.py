@@ -41,7 +41,7 @@ def compose(preset: str) -> GRPOBench:
     return GRPOBench.compose([f"experiment={preset}", "logger=none", "trainer.seed=1"])
 
 
-def warmup_sides(bench: GRPOBench, steps: int) -> tuple[dict, dict[str, list[float]]]:
+def warmup_sides(bench: GRPOBench, steps: int) -> tuple[dict, dict[str, list[list[float]]]]:
     """Builders of the warm-up trainer at micro-batch 4 and 1, and the losses each logs (per round, per step)."""
     losses: dict[str, list[list[float]]] = {}
 
@@ -75,8 +75,8 @@ def generation_sides(bench: GRPOBench, rows: list[dict], adapter: str | None) ->
         model = models.load_trained_model(bench.cfg.model, source, adapter)
     else:
         model = bench.fresh_model(copy_base=False)
-    kwargs = dict(chat_template_kwargs=OmegaConf.to_container(bench.cfg.model.chat_template_kwargs, resolve=True),
-                  max_new_tokens=bench.cfg.eval.max_new_tokens, batch_size=bench.cfg.eval.batch_size)
+    kwargs = {"chat_template_kwargs": OmegaConf.to_container(bench.cfg.model.chat_template_kwargs, resolve=True),
+              "max_new_tokens": bench.cfg.eval.max_new_tokens, "batch_size": bench.cfg.eval.batch_size}
     outputs: dict[str, list[str]] = {}
 
     def unmerged():
