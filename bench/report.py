@@ -27,23 +27,36 @@ def update_benchmarks(path: Path, section: str, table: list[str], command: str) 
     path.write_text(text)
 
 
-def alternating_medians(builders: dict, rounds: int, steps: int) -> dict[str, float]:
-    """Median seconds per optimiser step of each trainer, trained ``steps`` steps per round from a fresh build,
-    with the order alternating between rounds so drift in machine load hits every side alike. Round 0 warms
-    up every side (allocator, kernels, caches) and is not counted."""
+def alternating_rounds(timed: dict, rounds: int, unit: str = "s", scale: float = 1.0) -> dict[str, float]:
+    """Median of what each side's callable returns (its seconds), over ``rounds`` counted rounds, with the order
+    alternating between rounds so drift in machine load hits every side alike. Round 0 warms up every side
+    (allocator, kernels, caches) and is not counted. Each round is printed as ``scale`` x seconds in ``unit``."""
     import statistics
-    import tempfile
 
-    times: dict[str, list[float]] = {name: [] for name in builders}
-    names = list(builders)
+    times: dict[str, list[float]] = {name: [] for name in timed}
+    names = list(timed)
     for r in range(rounds + 1):
         for name in names if r % 2 == 0 else names[::-1]:
-            with tempfile.TemporaryDirectory() as tmp:
-                trainer = builders[name](Path(tmp))
-                start = time.perf_counter()
-                trainer.train()
-                elapsed = (time.perf_counter() - start) / steps
+            elapsed = timed[name]()
             if r:
                 times[name].append(elapsed)
-            print(f"round {r} {name:9s} {elapsed * 1000:8.1f} ms/step", flush=True)
+            print(f"round {r} {name:9s} {elapsed * scale:8.1f} {unit}", flush=True)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def alternating_medians(builders: dict, rounds: int, steps: int) -> dict[str, float]:
+    """Median seconds per optimiser step of each trainer, trained ``steps`` steps per round from a fresh build
+    (``alternating_rounds``; the build is not timed)."""
+    import tempfile
+
+    def timed_training(build):
+        def run() -> float:
+            with tempfile.TemporaryDirectory() as tmp:
+                trainer = build(Path(tmp))
+                start = time.perf_counter()
+                trainer.train()
+                return (time.perf_counter() - start) / steps
+        return run
+
+    return alternating_rounds({name: timed_training(build) for name, build in builders.items()}, rounds,
+                              unit="ms/step", scale=1000.0)

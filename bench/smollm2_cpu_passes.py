@@ -1,5 +1,5 @@
 """Two costs of `experiment=function_call_smollm2` on a CPU, each measured against the alternative in alternating
-rounds in one process (bench.report.alternating_medians):
+rounds in one process (bench.report.alternating_rounds):
 
 - the warm-up's SFT step with its 4 examples in one padded pass (`warmup.micro_batch_size=4`, the model's cap)
   against one example a pass, accumulated (`warmup.micro_batch_size=1`): the same optimiser step, so the logged
@@ -19,8 +19,8 @@ by a trained one (`--adapter RUN/warmup/checkpoints/checkpoint-120`: short calls
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,7 +32,12 @@ from ao_calib.evaluation.generation import generate_completions
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.fast_generation import merged_copy_of
 from bench.grpo_setup import ROOT, GRPOBench
-from bench.report import alternating_medians, device_name, update_benchmarks
+from bench.report import (
+    alternating_medians,
+    alternating_rounds,
+    device_name,
+    update_benchmarks,
+)
 
 PRESETS = ("function_call_smollm2", "tool_json_smollm2")
 
@@ -69,7 +74,8 @@ def warmup_sides(bench: GRPOBench, steps: int) -> tuple[dict, dict[str, list[lis
 
 
 def generation_sides(bench: GRPOBench, rows: list[dict], adapter: str | None) -> tuple[dict, dict[str, list[str]]]:
-    """Callables that generate the rows from the unmerged adapter and from the merged copy, and their outputs."""
+    """Callables that generate the rows from the unmerged adapter and from the merged copy (the copy refreshed
+    inside the timing, as an evaluation does), each returning its seconds, and their outputs."""
     if adapter:
         source = models.model_source(bench.cfg.model, bench.cfg.paths.cache_dir)
         model = models.load_trained_model(bench.cfg.model, source, adapter)
@@ -79,29 +85,15 @@ def generation_sides(bench: GRPOBench, rows: list[dict], adapter: str | None) ->
               "max_new_tokens": bench.cfg.eval.max_new_tokens, "batch_size": bench.cfg.eval.batch_size}
     outputs: dict[str, list[str]] = {}
 
-    def unmerged():
-        outputs["unmerged"] = generate_completions(model, bench.tokenizer, rows, desc="unmerged", **kwargs)
-
-    def merged():
-        outputs["merged"] = generate_completions(merged_copy_of(model).model, bench.tokenizer, rows, desc="merged",
-                                                 **kwargs)
-
-    return {"unmerged adapter": unmerged, "merged copy": merged}, outputs
-
-
-def alternating_calls(calls: dict, rounds: int) -> dict[str, float]:
-    """Median seconds of each call over ``rounds`` counted rounds, the order alternating; round 0 not counted."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(calls)
-    for r in range(rounds + 1):
-        for name in names if r % 2 == 0 else names[::-1]:
+    def timed(name: str, generation_model) -> Callable[[], float]:
+        def run() -> float:
             start = time.perf_counter()
-            calls[name]()
-            elapsed = time.perf_counter() - start
-            if r:
-                times[name].append(elapsed)
-            print(f"round {r} {name:18s} {elapsed:8.1f} s", flush=True)
-    return {name: statistics.median(t) for name, t in times.items()}
+            outputs[name] = generate_completions(generation_model(), bench.tokenizer, rows, desc=name, **kwargs)
+            return time.perf_counter() - start
+        return run
+
+    return {"unmerged adapter": timed("unmerged", lambda: model),
+            "merged copy": timed("merged", lambda: merged_copy_of(model).model)}, outputs
 
 
 def main() -> None:
@@ -140,7 +132,7 @@ def main() -> None:
         data = build_task(bench.cfg).build_data(bench.tokenizer, bench.base)
         rows = data.test.select(held_out_sample(len(data.test), args.rows, bench.cfg.eval.seed)).to_list()
         calls, outputs = generation_sides(bench, rows, args.adapter)
-        medians = alternating_calls(calls, args.rounds)
+        medians = alternating_rounds(calls, args.rounds)
         same = sum(x == y for x, y in zip(outputs["unmerged"], outputs["merged"]))
         answered_by = f"adapter {args.adapter}" if args.adapter else "a fresh adapter (the base model's answers)"
         table.append(f"| evaluation generation | {len(rows)} real BFCL validation cases, {answered_by}, greedy, "

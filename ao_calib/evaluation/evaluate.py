@@ -46,8 +46,8 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
         return distributed.map_split(lambda share: generate_completions(
             generation_model, tokenizer, share, chat_template_kwargs=chat_template_kwargs,
-            max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition, desc=f"eval ({desc})",
-            temperature=temperature, seed=seed), rows)
+            max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition,
+            desc=f"eval ({desc})", temperature=temperature, seed=seed), rows)
 
     rows = data.test.select(held_out_sample(len(data.test), num_samples, seed)).to_list()
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
