@@ -286,7 +286,8 @@ def near_misses(needed: set[str], library) -> list[str]:
 
 
 def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
-                    synthetic: float = 0.0, near_miss: float = 0.0, parallel_each: float = 0.0) -> list[dict]:
+                    synthetic: float = 0.0, near_miss: float = 0.0, parallel_each: float = 0.0,
+                    context: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, the stated value of each
     parameter acceptable; an optional one the query does not mention may be omitted or, as in BFCL, given the
     default its doc states: :func:`_acceptable`), for runs without BFCL files.
@@ -299,8 +300,10 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     ``near_miss``: the share of irrelevance cases whose first shown doc is a near miss (:func:`near_misses`, from
     the library the case was drawn from) instead of any function the query does not need.
     ``parallel_each``: the share of made-up functions' one-function parallel queries that give every call its own
-    arguments (:func:`.generate.each_call`) instead of varying one."""
-    from .generate import hash_seed, make_row
+    arguments (:func:`.generate.each_call`) instead of varying one.
+    ``context``: the share of cases (irrelevance cases alike) whose query is set in sentences of context
+    (:func:`.generate.with_context`), so that a query's length does not tell whether it needs a call."""
+    from .generate import hash_seed, make_row, with_context
     from .parsing import parse_calls
     from .schemas import BY_NAME, SCHEMAS
     from .synthetic import synthetic_functions
@@ -312,6 +315,7 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     library_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/synthetic"))
     near_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/near_miss"))
     each_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/parallel_each"))
+    context_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/context"))
     made_up = synthetic_functions(SYNTHETIC_POOL, seed) if synthetic else ()
     by_name = {**BY_NAME, **{s.name: s for s in made_up}}
     cases = []
@@ -326,6 +330,8 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
         shown += unneeded[:distractors]
         rng.shuffle(shown)
         query = row["prompt"].rsplit("\n\n", 1)[-1]
+        if context and context_rng.random() < context:
+            query = with_context(query, context_rng)
         if irrelevance and relevance_rng.random() < irrelevance and unneeded:
             names = unneeded[:max(1, distractors)]
             if near_miss and near_rng.random() < near_miss and (close := near_misses(needed, library)):

@@ -43,6 +43,12 @@ class GeneratedDataConfig(Checked):
         "Paris for the year 2001; and in Tokyo for the year 1999\", or \"... in Paris and Tokyo for the year 2001 "
         "and 1999, respectively\"), instead of varying one argument. Training cases only. 0: none.",
         allowed=within(0, 1))
+    bfcl_context: float = setting(
+        0.0, "data.format=bfcl: the share of generated training cases (irrelevance cases alike) whose query is set "
+        "in one or two sentences of context that change nothing in the answer (\"This is for a school project I'm "
+        "working on this week. ...\"), sometimes with a closing line or in quotation marks, as BFCL's longer queries "
+        "are: the generator's bare requests are seldom over 200 characters, a fifth of BFCL's are, and without such "
+        "cases a long request is new to the model. Training cases only. 0: none.", allowed=within(0, 1))
 
     def __post_init__(self) -> None:
         super().__post_init__()

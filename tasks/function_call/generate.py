@@ -29,6 +29,34 @@ SYSTEM = "You are a helpful assistant with access to the following functions. Us
 SOURCE = "ao_calib_generated"
 CONNECTORS = ("{a} Also: {b}", "{a} After that: {b}", "Two things. First: {a} Second: {b}", "{a}\n{b}",
               "{a} And one more thing: {b}")
+# Sentences around a request that change nothing in its answer (:func:`with_context`). They name no value any
+# parameter takes, so every value in the query is still one the answer uses.
+CONTEXT_LEADS = (
+    "I'm putting together a short report for my team and I need a few figures for it.",
+    "This is for a school project I'm working on this week.",
+    "My manager asked me to check this before tomorrow's meeting, so it has to be right.",
+    "I've been trying to sort this out all morning and could use some help.",
+    "We're planning ahead and want to get the details right before we decide anything.",
+    "A friend of mine asked me about this and I promised to find out.",
+    "I'm comparing a few options at the moment and need exact answers.",
+    "Quick question, since I'm in a bit of a hurry today.",
+    "I'm new to this and not sure where to start, so bear with me.",
+    "For a presentation I'm preparing, I need some information.",
+    "I keep a spreadsheet of these things and want to fill in the missing entries.",
+    "Our group has been debating this for a while and we'd like a clear answer.",
+)
+CONTEXT_CLOSINGS = ("Thanks in advance for your help!", "Please use exactly the values I gave.",
+                    "Let me know what you find.", "I appreciate it.", "It would help a lot to have this today.")
+
+
+def with_context(query: str, rng: random.Random) -> str:
+    """``query`` inside one or two sentences of context, sometimes a closing line, sometimes in quotation marks, as
+    many real requests (and BFCL's longer queries) are written; the request, and so its answer, is unchanged."""
+    lead = " ".join(rng.sample(CONTEXT_LEADS, rng.randint(1, 2)))
+    text = lead + rng.choice((" ", "\n\n")) + query
+    if rng.random() < 0.4:
+        text += " " + rng.choice(CONTEXT_CLOSINGS)
+    return f'"{text}"' if rng.random() < 0.2 else text
 
 
 def py_literal(value: Any) -> str:

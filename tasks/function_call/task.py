@@ -73,7 +73,8 @@ class FunctionCallTask(Task):
         # `ao_calib.eval ... task.data.test_path=DIR`) replaces only the generated held-out split.
         train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
                  bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance,
-                                      gen.bfcl_synthetic, gen.bfcl_near_miss, gen.bfcl_parallel_each))
+                                      gen.bfcl_synthetic, gen.bfcl_near_miss, gen.bfcl_parallel_each,
+                                      gen.bfcl_context))
         split = data_cfg.eval_split  # "validation": a third stream of generated cases, for choosing settings
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
                 bfcl.generated_cases(gen.n_test, seed, split, gen.bfcl_distractors, gen.bfcl_irrelevance))
