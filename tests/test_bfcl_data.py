@@ -261,6 +261,41 @@ def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_par
                                            refused]))
 
 
+def test_context_sentences_lengthen_queries_without_changing_any_answer():
+    """generate.bfcl_context: a share of the cases (irrelevance cases alike) get sentences of context around the same
+    request; functions, references and categories stay those of the bare cases, and with 0 nothing changes."""
+    from ao_calib_tasks.function_call.generate import CONTEXT_CLOSINGS, CONTEXT_LEADS
+
+    plain = bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5)
+    assert bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5,
+                                context=0.0) == plain
+    half = bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5,
+                                context=0.5)
+    changed = {"irrelevance": 0, "call": 0}
+    quoted = closed = 0
+    for case, bare in zip(half, plain):
+        query, request = case["question"][0][0]["content"], bare["question"][0][0]["content"]
+        assert {k: v for k, v in case.items() if k != "question"} == {k: v for k, v in bare.items() if k != "question"}
+        if query == request:
+            continue
+        changed["irrelevance" if case["category"] == "irrelevance" else "call"] += 1
+        inner = query[1:-1] if query.startswith('"') and query.endswith('"') and not request.startswith('"') else query
+        quoted += inner is not query
+        assert request in inner and inner.index(request) > 0, (query, request)  # the request, after its context
+        lead, after = inner[:inner.index(request)], inner[inner.index(request) + len(request):].strip()
+        assert sum(s in lead for s in CONTEXT_LEADS) in (1, 2), query
+        assert after in ("", *CONTEXT_CLOSINGS), query
+        closed += bool(after)
+    n_irrelevant = sum(c["category"] == "irrelevance" for c in plain)
+    # about half of each kind: the context says nothing about whether a call is needed
+    assert 0.3 * n_irrelevant <= changed["irrelevance"] <= 0.7 * n_irrelevant, changed
+    assert 0.4 * (300 - n_irrelevant) <= changed["call"] <= 0.6 * (300 - n_irrelevant), changed
+    assert quoted >= 5 and closed >= 20, (quoted, closed)
+    with pytest.raises(Exception, match="bfcl_context"):  # out of range
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                       "task.data.generate.bfcl_context=1.5"]))
+
+
 def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     """generate.bfcl_parallel_each: made-up functions' parallel queries draw every argument anew per call, written
     one clause a call or "..., respectively"; the values of each argument appear in call order, and the reference
