@@ -261,16 +261,21 @@ def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_par
                                            refused]))
 
 
+def _training_cases_without_and_with(seed: int, irrelevance: float, **share: float) -> tuple[list, list]:
+    """300 generated training cases (half on made-up functions) without and with one generator share set; the share
+    at 0 must give the cases made before the option existed."""
+    common = {"seed": seed, "tag": "train", "distractors": 1, "irrelevance": irrelevance, "synthetic": 0.5}
+    plain = bfcl.generated_cases(300, **common)
+    assert bfcl.generated_cases(300, **common, **dict.fromkeys(share, 0.0)) == plain
+    return plain, bfcl.generated_cases(300, **common, **share)
+
+
 def test_context_sentences_lengthen_queries_without_changing_any_answer():
     """generate.bfcl_context: a share of the cases (irrelevance cases alike) get sentences of context around the same
     request; functions, references and categories stay those of the bare cases, and with 0 nothing changes."""
     from ao_calib_tasks.function_call.generate import CONTEXT_CLOSINGS, CONTEXT_LEADS
 
-    plain = bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5)
-    assert bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5,
-                                context=0.0) == plain
-    half = bfcl.generated_cases(300, seed=5, tag="train", distractors=1, irrelevance=0.2, synthetic=0.5,
-                                context=0.5)
+    plain, half = _training_cases_without_and_with(seed=5, irrelevance=0.2, context=0.5)
     changed = {"irrelevance": 0, "call": 0}
     quoted = closed = 0
     for case, bare in zip(half, plain):
@@ -300,11 +305,7 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     """generate.bfcl_parallel_each: made-up functions' parallel queries draw every argument anew per call, written
     one clause a call or "..., respectively"; the values of each argument appear in call order, and the reference
     passes BFCL's check. With 0 the cases are the ones made before the option existed."""
-    plain = bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5)
-    assert bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5,
-                                parallel_each=0.0) == plain
-    each = bfcl.generated_cases(300, seed=7, tag="train", distractors=1, irrelevance=0.1, synthetic=0.5,
-                                parallel_each=1.0)
+    _, each = _training_cases_without_and_with(seed=7, irrelevance=0.1, parallel_each=1.0)
     styles = {"; and ": 0, ", respectively": 0}
     for case in each:
         bfcl.validate_case(case, "generated", 0, 0)
