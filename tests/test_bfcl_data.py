@@ -284,8 +284,9 @@ def test_context_sentences_lengthen_queries_without_changing_any_answer():
         if query == request:
             continue
         changed["irrelevance" if case["category"] == "irrelevance" else "call"] += 1
-        inner = query[1:-1] if query.startswith('"') and query.endswith('"') and not request.startswith('"') else query
-        quoted += inner is not query
+        wrapped = query.startswith('"')  # a query with context starts with a lead sentence, or a quote around it
+        quoted += wrapped
+        inner = query[1:-1] if wrapped else query
         assert request in inner and inner.index(request) > 0, (query, request)  # the request, after its context
         lead, after = inner[:inner.index(request)], inner[inner.index(request) + len(request):].strip()
         assert sum(s in lead for s in CONTEXT_LEADS) in (1, 2), query
