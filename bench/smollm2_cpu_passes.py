@@ -27,7 +27,7 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 from ao_calib import models
-from ao_calib.evaluation.evaluate import held_out_sample
+from ao_calib.evaluation.evaluate import held_out_rows
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.fast_generation import merged_copy_of
@@ -130,7 +130,7 @@ def main() -> None:
         from ao_calib.task_api import build_task
 
         data = build_task(bench.cfg).build_data(bench.tokenizer, bench.base)
-        rows = data.test.select(held_out_sample(len(data.test), args.rows, bench.cfg.eval.seed)).to_list()
+        rows = held_out_rows(data.test, args.rows, bench.cfg.eval.seed)
         calls, outputs = generation_sides(bench, rows, args.adapter)
         medians = alternating_rounds(calls, args.rounds)
         same = sum(x == y for x, y in zip(outputs["unmerged"], outputs["merged"]))

@@ -8,10 +8,12 @@ import random
 from ao_calib import distributed
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.metrics import confidence_histogram
+from ao_calib.config import EvalConfig
 from ao_calib.evaluation.generation import generate_completions
 from ao_calib.io import append_jsonl, write_json
 from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.run_dir import RunDir
+from ao_calib.settings import default_of
 from ao_calib.task_api import Task, TaskData
 from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
 
@@ -25,7 +27,7 @@ CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0,
-             merged_copy: bool = True) -> dict:
+             merged_copy: bool = default_of(EvalConfig, "merged_copy")) -> dict:
     """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
     report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
     conditions (a control) are scored beside it.
@@ -49,7 +51,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
             max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition,
             desc=f"eval ({desc})", temperature=temperature, seed=seed), rows)
 
-    rows = data.test.select(held_out_sample(len(data.test), num_samples, seed)).to_list()
+    rows = held_out_rows(data.test, num_samples, seed)
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
               "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
     steered = data.steering is not None
@@ -85,6 +87,12 @@ def held_out_sample(n_rows: int, num_samples: int | None, seed: int) -> list[int
     if not num_samples or num_samples >= n_rows:
         return list(range(n_rows))
     return sorted(random.Random(seed).sample(range(n_rows), num_samples))
+
+
+def held_out_rows(dataset, num_samples: int | None, seed: int) -> list[dict]:
+    """The rows of a held-out ``datasets.Dataset`` that an evaluation of ``num_samples`` rows scores
+    (:func:`held_out_sample`), as dicts."""
+    return dataset.select(held_out_sample(len(dataset), num_samples, seed)).to_list()
 
 
 def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
