@@ -335,6 +335,42 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
                                            refused]))
 
 
+def test_parallel_queries_can_be_told_one_sentence_a_call():
+    """generate.bfcl_parallel_story: made-up functions' parallel queries told as a short story, the request and then
+    one sentence a call, or an opening line, the calls and the request; the n-th sentence holds the n-th call's
+    values, and the reference passes BFCL's check. With 0 the cases are the ones made before the option existed."""
+    from ao_calib_tasks.function_call.generate import ORDINALS, STORY_INTROS
+
+    _, story = _training_cases_without_and_with(seed=9, irrelevance=0.1, parallel_story=1.0)
+    told = {"request first": 0, "request last": 0}
+    for case in story:
+        bfcl.validate_case(case, "generated", 0, 0)
+        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
+                          case["ground_truth"]).valid, case
+        query = case["question"][0][0]["content"]
+        if case["category"] != "parallel" or f" {ORDINALS[1]} " not in query:
+            continue
+        sentences = [s for s in query.split(". ") if any(f" {word}" in s for word in ORDINALS)]
+        calls = [next(iter(c.values())) for c in case["ground_truth"]]
+        assert len(sentences) == len(calls), query
+        for sentence, call, word in zip(sentences, calls, ORDINALS):
+            assert f" {word}" in sentence, (sentence, query)
+            for options in call.values():
+                if options[0] != "":  # an omitted optional parameter
+                    value = options[0]
+                    shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+                    assert shown in sentence, (shown, sentence, query)
+        opening = any(query.startswith(intro.split("{n}")[0]) for intro in STORY_INTROS)
+        told["request last" if opening else "request first"] += 1
+    assert min(told.values()) >= 5, told
+    with pytest.raises(ValueError, match="story_rng"):  # a share without the draws that apply it
+        make_row(random.Random(0), story=0.5)
+    for refused in ("task.data.generate.bfcl_parallel_story=1.5", "task.data.generate.bfcl_parallel_story=0.5"):
+        with pytest.raises(Exception, match="bfcl_parallel_story"):  # out of range; without made-up functions
+            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                           refused]))
+
+
 def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     """generate.bfcl_synthetic: a share of the training cases call made-up functions (distinct names, some
     namespaced); each case's reference answer passes BFCL's check, every value the answer holds is written in the

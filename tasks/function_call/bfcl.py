@@ -287,7 +287,7 @@ def near_misses(needed: set[str], library) -> list[str]:
 
 def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: float = 0.0,
                     synthetic: float = 0.0, near_miss: float = 0.0, parallel_each: float = 0.0,
-                    context: float = 0.0) -> list[dict]:
+                    context: float = 0.0, parallel_story: float = 0.0) -> list[dict]:
     """BFCL-format cases from the offline generator (its functions as JSON-schema docs, the stated value of each
     parameter acceptable; an optional one the query does not mention may be omitted or, as in BFCL, given the
     default its doc states: :func:`_acceptable`), for runs without BFCL files.
@@ -301,6 +301,7 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     the library the case was drawn from) instead of any function the query does not need.
     ``parallel_each``: the share of made-up functions' one-function parallel queries that give every call its own
     arguments (:func:`.generate.each_call`) instead of varying one.
+    ``parallel_story``: the share of the others told one sentence a call (:func:`.generate.story_call`).
     ``context``: the share of cases (irrelevance cases alike) whose query is set in sentences of context
     (:func:`.generate.with_context`), so that a query's length does not tell whether it needs a call."""
     from .generate import hash_seed, make_row, with_context
@@ -316,12 +317,13 @@ def generated_cases(n: int, seed: int, tag: str, distractors: int, irrelevance: 
     near_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/near_miss"))
     each_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/parallel_each"))
     context_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/context"))
+    story_rng = random.Random(hash_seed(seed, f"bfcl/{tag}/parallel_story"))
     made_up = synthetic_functions(SYNTHETIC_POOL, seed) if synthetic else ()
     by_name = {**BY_NAME, **{s.name: s for s in made_up}}
     cases = []
     for i in range(n):
         library = made_up if synthetic and library_rng.random() < synthetic else SCHEMAS
-        row = make_row(rng, library, parallel_each, each_rng)
+        row = make_row(rng, library, parallel_each, each_rng, parallel_story, story_rng)
         needed = {c.name for c in parse_calls(row["answer"])}
         unneeded = [n for n in row["possible_boxed_answers"] if n not in needed]
         # the needed functions and the distractors: BFCL's Python categories show 1-4 docs, and every doc costs

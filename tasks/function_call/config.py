@@ -49,12 +49,18 @@ class GeneratedDataConfig(Checked):
         "working on this week. ...\"), sometimes with a closing line or in quotation marks, as BFCL's longer queries "
         "are: the generator's bare requests are seldom over 200 characters, a fifth of BFCL's are, and without such "
         "cases a long request is new to the model. Training cases only. 0: none.", allowed=within(0, 1))
+    bfcl_parallel_story: float = setting(
+        0.0, "data.format=bfcl, with bfcl_synthetic > 0: the share of made-up functions' parallel queries (those "
+        "bfcl_parallel_each leaves) told one sentence a call, as BFCL's longer parallel queries are (\"Can you get the "
+        "population for each of them? The first one is in Paris for the year 2001. The second one is in Tokyo for the "
+        "year 1999.\"), every call its own arguments. Training cases only. 0: none.", allowed=within(0, 1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.bfcl_parallel_each and not self.bfcl_synthetic:
-            raise ValueError("data.generate.bfcl_parallel_each applies to made-up functions only: set "
-                             "task.data.generate.bfcl_synthetic > 0 as well, or leave bfcl_parallel_each at 0")
+        for key in ("bfcl_parallel_each", "bfcl_parallel_story"):
+            if getattr(self, key) and not self.bfcl_synthetic:
+                raise ValueError(f"data.generate.{key} applies to made-up functions only: set "
+                                 f"task.data.generate.bfcl_synthetic > 0 as well, or leave {key} at 0")
         if self.bfcl_near_miss and not self.bfcl_irrelevance:
             raise ValueError("data.generate.bfcl_near_miss changes irrelevance cases only: set "
                              "task.data.generate.bfcl_irrelevance > 0 as well, or leave bfcl_near_miss at 0")

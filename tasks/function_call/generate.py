@@ -146,20 +146,52 @@ def each_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, A
     return opener.format(calls=text), calls
 
 
+# A parallel query told as a short story (:func:`story_call`): the request, and one sentence a call
+COUNT_WORDS = ("one", "two", "three", "four")
+ORDINALS = ("first", "second", "third", "fourth")
+STORY_INTROS = ("I have {n} cases to check.", "We are comparing {n} different setups.",
+                "There are {n} situations I need to look at.", "My team sent me {n} requests this morning.",
+                "Here are {n} scenarios from our planning meeting.")
+STORY_LINES = ("The {nth} one is {args}.", "In the {nth} case, it is {args}.", "For the {nth}, it's {args}.",
+               "The {nth} scenario is {args}.")
+STORY_ASKS = ("for each of them", "for all {n} of them", "for each one", "for every one of these")
+
+
+def story_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
+    """2-4 calls of one function, every required argument drawn anew for each call, told as BFCL's longer parallel
+    queries are: one sentence a call ("The second one is in Tokyo for the year 1999."), the request before them
+    ("Can you get the population for each of them? The first one is ...") or after an opening line."""
+    assert schema.call_phrases, "story_call needs a function with call_phrases (synthetic.py)"
+    calls = _distinct(lambda: _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required}),
+                      rng.randint(2, 4))
+    count = COUNT_WORDS[len(calls) - 1]
+    line = rng.choice(STORY_LINES)
+    lines = [line.format(nth=ORDINALS[i], args=" ".join(
+        p.format(**{k: display(schema.parameters[k], v) for k, v in call.items()}) for p in schema.call_phrases))
+        for i, call in enumerate(calls)]
+    ask = rng.choice(schema.openers).format(calls=rng.choice(STORY_ASKS).format(n=count))
+    parts = [ask, *lines] if rng.random() < 0.5 else [rng.choice(STORY_INTROS).format(n=count), *lines, ask]
+    return " ".join(parts), calls
+
+
 def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS, each: float = 0.0,
-             each_rng: random.Random | None = None) -> dict[str, Any]:
+             each_rng: random.Random | None = None, story: float = 0.0,
+             story_rng: random.Random | None = None) -> dict[str, Any]:
     """One complete row in the design note's format, its functions drawn from ``library``. ``each``: the share of
     one-function parallel queries (of functions that allow it) written by :func:`each_call`, decided by
-    ``each_rng`` so that with 0 the rows are the ones ``rng`` always gave."""
-    if each and each_rng is None:
-        raise ValueError("make_row: each > 0 needs each_rng, the draws that pick which queries give every call its "
-                         "own values")
+    ``each_rng``; ``story``: the share of the others written by :func:`story_call`, decided by ``story_rng``; with
+    both 0 the rows are the ones ``rng`` always gave."""
+    if (each and each_rng is None) or (story and story_rng is None):
+        raise ValueError("make_row: each > 0 or story > 0 needs its own draws (each_rng, story_rng), which pick the "
+                         "queries written that way")
     kind = rng.random()
     multi_capable = [s for s in library if s.multi_arg]
     if kind < 0.2:
         schema = rng.choice(multi_capable)
         if each and schema.call_phrases and each_rng.random() < each:
             query, args = each_call(schema, rng)
+        elif story and schema.call_phrases and story_rng.random() < story:
+            query, args = story_call(schema, rng)
         else:
             query, args = multi_call(schema, rng)
         calls = [(schema, a) for a in args]

@@ -74,7 +74,7 @@ class FunctionCallTask(Task):
         train = (bfcl.load_cases(data_cfg.train_path) if data_cfg.train_path else
                  bfcl.generated_cases(gen.n_train, seed, "train", gen.bfcl_distractors, gen.bfcl_irrelevance,
                                       gen.bfcl_synthetic, gen.bfcl_near_miss, gen.bfcl_parallel_each,
-                                      gen.bfcl_context))
+                                      gen.bfcl_context, gen.bfcl_parallel_story))
         split = data_cfg.eval_split  # "validation": a third stream of generated cases, for choosing settings
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
                 bfcl.generated_cases(gen.n_test, seed, split, gen.bfcl_distractors, gen.bfcl_irrelevance))
