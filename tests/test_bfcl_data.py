@@ -91,9 +91,7 @@ def test_missing_or_empty_files_are_config_errors_naming_the_file(tmp_path):
 def test_generated_cases_are_valid_bfcl_cases():
     cases = bfcl.generated_cases(40, seed=0, tag="train", distractors=1)
     assert {c["category"] for c in cases} >= {"multiple", "parallel_multiple"}
-    for case in cases:
-        bfcl.validate_case(case, "generated", 0, 0)
-        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"], case["ground_truth"]).valid
+    _assert_valid_with_passing_references(cases)
 
 
 def test_generated_optional_parameters_follow_bfcl_defaults():
@@ -261,6 +259,14 @@ def test_near_miss_irrelevance_cases_show_a_function_that_shares_a_verb_or_a_par
                                            refused]))
 
 
+def _assert_valid_with_passing_references(cases: list[dict]) -> None:
+    """Every case is valid BFCL input and its reference call passes BFCL's check."""
+    for case in cases:
+        bfcl.validate_case(case, "generated", 0, 0)
+        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
+                          case["ground_truth"]).valid, case
+
+
 def _training_cases_without_and_with(seed: int, irrelevance: float, **share: float) -> tuple[list, list]:
     """300 generated training cases (half on made-up functions) without and with one generator share set; the share
     at 0 must give the cases made before the option existed."""
@@ -308,10 +314,8 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     passes BFCL's check. With 0 the cases are the ones made before the option existed."""
     _, each = _training_cases_without_and_with(seed=7, irrelevance=0.1, parallel_each=1.0)
     styles = {"; and ": 0, ", respectively": 0}
+    _assert_valid_with_passing_references(each)
     for case in each:
-        bfcl.validate_case(case, "generated", 0, 0)
-        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
-                          case["ground_truth"]).valid, case
         query = case["question"][0][0]["content"]
         style = next((k for k in styles if k in query), None)
         if case["category"] != "parallel" or style is None:
@@ -343,10 +347,8 @@ def test_parallel_queries_can_be_told_one_sentence_a_call():
 
     _, story = _training_cases_without_and_with(seed=9, irrelevance=0.1, parallel_story=1.0)
     told = {"request first": 0, "request last": 0}
+    _assert_valid_with_passing_references(story)
     for case in story:
-        bfcl.validate_case(case, "generated", 0, 0)
-        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
-                          case["ground_truth"]).valid, case
         query = case["question"][0][0]["content"]
         if case["category"] != "parallel" or f" {ORDINALS[1]} " not in query:
             continue
@@ -389,10 +391,7 @@ def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
     made_up = [c for c in mixed if {f["name"] for f in c["function"]} & set(names)]
     assert 35 <= len(made_up) <= 85
     assert {c["category"] for c in made_up} >= {"multiple", "parallel", "parallel_multiple", "irrelevance"}
-    for case in mixed:
-        bfcl.validate_case(case, "generated", 0, 0)
-        assert score_text(bfcl.reference_call_text(case["ground_truth"]), case["function"],
-                          case["ground_truth"]).valid, case
+    _assert_valid_with_passing_references(mixed)
     for case in made_up:  # made-up functions take no booleans: every value is written as it is
         query = case["question"][0][0]["content"]
         for call in case["ground_truth"]:
