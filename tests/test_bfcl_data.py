@@ -267,6 +267,17 @@ def _assert_valid_with_passing_references(cases: list[dict]) -> None:
                           case["ground_truth"]).valid, case
 
 
+def _assert_made_up_share_refused(key: str, **share: float) -> None:
+    """A share of made-up functions' parallel queries (``key``): make_row refuses it without the draws that apply it
+    (``<share>_rng``), and the run refuses it by key out of range and without made-up functions."""
+    with pytest.raises(ValueError, match=f"{next(iter(share))}_rng"):
+        make_row(random.Random(0), **share)
+    for refused in (f"task.data.generate.{key}=-0.1", f"task.data.generate.{key}=0.5"):
+        with pytest.raises(Exception, match=key):
+            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
+                                           refused]))
+
+
 def _training_cases_without_and_with(seed: int, irrelevance: float, **share: float) -> tuple[list, list]:
     """300 generated training cases (half on made-up functions) without and with one generator share set; the share
     at 0 must give the cases made before the option existed."""
@@ -331,12 +342,7 @@ def test_parallel_queries_can_give_every_call_its_own_arguments_in_call_order():
     assert min(styles.values()) >= 5, styles
     parallel_args = [len(next(iter(c["ground_truth"][0].values()))) for c in each if c["category"] == "parallel"]
     assert max(parallel_args) >= 2
-    with pytest.raises(ValueError, match="each_rng"):  # a share without the draws that apply it
-        make_row(random.Random(0), each=0.5)
-    for refused in ("task.data.generate.bfcl_parallel_each=-0.1", "task.data.generate.bfcl_parallel_each=0.5"):
-        with pytest.raises(Exception, match="bfcl_parallel_each"):  # out of range; without made-up functions
-            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
-                                           refused]))
+    _assert_made_up_share_refused("bfcl_parallel_each", each=0.5)
 
 
 def test_parallel_queries_can_be_told_one_sentence_a_call():
@@ -365,12 +371,7 @@ def test_parallel_queries_can_be_told_one_sentence_a_call():
         opening = any(query.startswith(intro.split("{n}")[0]) for intro in STORY_INTROS)
         told["request last" if opening else "request first"] += 1
     assert min(told.values()) >= 5, told
-    with pytest.raises(ValueError, match="story_rng"):  # a share without the draws that apply it
-        make_row(random.Random(0), story=0.5)
-    for refused in ("task.data.generate.bfcl_parallel_story=1.5", "task.data.generate.bfcl_parallel_story=0.5"):
-        with pytest.raises(Exception, match="bfcl_parallel_story"):  # out of range; without made-up functions
-            build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
-                                           refused]))
+    _assert_made_up_share_refused("bfcl_parallel_story", story=0.5)
 
 
 def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
