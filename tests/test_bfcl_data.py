@@ -278,6 +278,11 @@ def _assert_made_up_share_refused(key: str, **share: float) -> None:
                                            refused]))
 
 
+def _as_written(value) -> str:
+    """A value as the generator writes it in a query (a whole float without its ".0")."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
 def _training_cases_without_and_with(seed: int, irrelevance: float, **share: float) -> tuple[list, list]:
     """300 generated training cases (half on made-up functions) without and with one generator share set; the share
     at 0 must give the cases made before the option existed."""
@@ -365,9 +370,7 @@ def test_parallel_queries_can_be_told_one_sentence_a_call():
             assert f" {word}" in sentence, (sentence, query)
             for options in call.values():
                 if options[0] != "":  # an omitted optional parameter
-                    value = options[0]
-                    shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-                    assert shown in sentence, (shown, sentence, query)
+                    assert _as_written(options[0]) in sentence, (options[0], sentence, query)
         opening = any(query.startswith(intro.split("{n}")[0]) for intro in STORY_INTROS)
         told["request last" if opening else "request first"] += 1
     assert min(told.values()) >= 5, told
@@ -400,8 +403,7 @@ def test_made_up_functions_give_valid_cases_whose_values_are_all_in_the_query():
                 values = options[0] if isinstance(options[0], list) else [options[0]]
                 for value in values:
                     if value != "":  # an omitted optional parameter
-                        shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-                        assert shown in query, (shown, query)
+                        assert _as_written(value) in query, (value, query)
     assert any(not {f["name"] for f in c["function"]} & set(names) for c in mixed)
     assert bfcl.generated_cases(40, seed=5, tag="train", distractors=1, synthetic=0.0) == \
         bfcl.generated_cases(40, seed=5, tag="train", distractors=1)

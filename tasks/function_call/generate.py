@@ -128,17 +128,28 @@ def multi_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, 
     return rng.choice(schema.multi_templates).format(**shown), calls
 
 
+def _calls_of_their_own(schema: Schema, rng: random.Random) -> list[dict[str, Any]]:
+    """2-4 distinct calls of one function, every required argument drawn anew for each (functions with
+    ``call_phrases``: :mod:`.synthetic`)."""
+    assert schema.call_phrases, "a call of its own needs a function with call_phrases (synthetic.py)"
+    return _distinct(lambda: _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required}),
+                     rng.randint(2, 4))
+
+
+def _call_clause(schema: Schema, call: dict[str, Any]) -> str:
+    """One call's arguments in words, in the function's phrases ("in Tokyo for the year 1999")."""
+    return " ".join(p.format(**{k: display(schema.parameters[k], v) for k, v in call.items()})
+                    for p in schema.call_phrases)
+
+
 def each_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
     """2-4 calls of one function, every required argument drawn anew for each call, as BFCL's parallel queries
     are written: one clause a call ("in Paris for the year 2001; and in Tokyo for the year 1999") or one phrase an
     argument with its values in call order ("in Paris and Tokyo for the year 2001 and 1999, respectively")."""
-    assert schema.call_phrases, "each_call needs a function with call_phrases (synthetic.py)"
-    calls = _distinct(lambda: _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required}),
-                      rng.randint(2, 4))
+    calls = _calls_of_their_own(schema, rng)
     opener = rng.choice(schema.openers)
     if rng.random() < 0.5:
-        clauses = [" ".join(p.format(**{k: display(schema.parameters[k], v) for k, v in c.items()})
-                            for p in schema.call_phrases) for c in calls]
+        clauses = [_call_clause(schema, c) for c in calls]
         text = "; ".join(clauses[:-1]) + "; and " + clauses[-1]
     else:
         values = {k: _join([display(schema.parameters[k], c[k]) for c in calls]) for k in schema.required}
@@ -161,14 +172,10 @@ def story_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, 
     """2-4 calls of one function, every required argument drawn anew for each call, told as BFCL's longer parallel
     queries are: one sentence a call ("The second one is in Tokyo for the year 1999."), the request before them
     ("Can you get the population for each of them? The first one is ...") or after an opening line."""
-    assert schema.call_phrases, "story_call needs a function with call_phrases (synthetic.py)"
-    calls = _distinct(lambda: _ordered(schema, {k: schema.parameters[k].sample(rng) for k in schema.required}),
-                      rng.randint(2, 4))
+    calls = _calls_of_their_own(schema, rng)
     count = COUNT_WORDS[len(calls) - 1]
     line = rng.choice(STORY_LINES)
-    lines = [line.format(nth=ORDINALS[i], args=" ".join(
-        p.format(**{k: display(schema.parameters[k], v) for k, v in call.items()}) for p in schema.call_phrases))
-        for i, call in enumerate(calls)]
+    lines = [line.format(nth=ORDINALS[i], args=_call_clause(schema, call)) for i, call in enumerate(calls)]
     ask = rng.choice(schema.openers).format(calls=rng.choice(STORY_ASKS).format(n=count))
     parts = [ask, *lines] if rng.random() < 0.5 else [rng.choice(STORY_INTROS).format(n=count), *lines, ask]
     return " ".join(parts), calls
