@@ -3,8 +3,8 @@
 # (BENCHMARKS.md, "Ninth round"). Run from the repository root on a machine with a GPU:
 #     RUNS=DIR [SEEDS="1 2 3"] [T_TRAIN=420] [OUT=DIR] bash bench/oracle_grpo_gpu.sh
 # T_TRAIN is a deadline in seconds for the training runs (they run side by side, one per seed, and are stopped with
-# SIGINT, which keeps their evaluations); the checkpoints kept (trainer's save_total_limit) are the ones a step can
-# be chosen from.
+# SIGINT, which keeps their evaluations). Every evaluated step keeps its checkpoint (trainer.save_total_limit=null;
+# the Ninth round's call kept the last three, so its steps were chosen among 60, 80 and 100).
 # Seeds 1-3, one run each: a warm-up that draws the stated number from the whole scale (BENCHMARKS.md, eighth
 # round), then GRPO at lr 3e-4 (the rate that separated within one question on seed 42 there) with beta 0.2 (a
 # stronger pull to the warm-up's adapter, against the collapse the same rate gave seed 1 at beta 0.05); 32 prompts x
@@ -37,7 +37,7 @@ WIDE=(experiment=oracle_smollm2 task.data.eval_split=validation task.sft_open_un
   task.rl_unreadable_fraction=0.4 task.rl_none_fraction=0.25 trainer.batch_size=$TB trainer.max_steps=400
   trainer.lr=$LR trainer.beta=$BETA
   eval.every_steps=$EVERY eval.during_num_samples=$EVN eval.num_samples=$EVN eval.during_warmup=false
-  trainer.save_steps=$EVERY warmup.max_steps=$WSTEPS warmup.save_steps=$WSTEPS model.max_micro_batch_size=$MB
+  trainer.save_steps=$EVERY trainer.save_total_limit=null warmup.max_steps=$WSTEPS warmup.save_steps=$WSTEPS model.max_micro_batch_size=$MB
   eval.batch_size=100 $EXTRA)
 PIDS=""
 for s in $SEEDS; do
@@ -59,7 +59,8 @@ for run in sorted(p for p in runs.iterdir() if p.is_dir()):
     warm = run / "eval_warmup.json"
     base = json.loads(warm.read_text())["metrics"]["accuracy"] if warm.is_file() else None
     best = None
-    for f in run.glob("eval_step*.json"):
+    # ties go to the later step
+    for f in sorted(run.glob("eval_step*.json"), key=lambda f: int(f.stem.removeprefix("eval_step"))):
         m = json.loads(f.read_text())["metrics"]
         step = int(f.stem.removeprefix("eval_step"))
         ck = run / "checkpoints" / f"checkpoint-{step}"
@@ -68,7 +69,7 @@ for run in sorted(p for p in runs.iterdir() if p.is_dir()):
             continue
         if base is not None and m["accuracy"] < base - 0.02:
             continue
-        if best is None or w > best[0]:
+        if best is None or w >= best[0]:
             best = (w, step, ck)
     if best:
         print(run, best[2], f"test_step{best[1]}", f"{best[0]:.3f}")
