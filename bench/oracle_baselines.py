@@ -92,7 +92,9 @@ def baselines(run: Path, adapter: Path, validation_tag: str, test_tag: str) -> d
     out["own-answer probability, Platt on validation"] = scored(platt(test_p))
     out["own-answer probability, raw"] = scored(test_p)
     out["constant (validation accuracy)"] = scored([float(np.mean(fit_correct))] * len(correct))
-    out["text-only rule"] = scored(cm.group_rate_rule(correct, questions))
+    # constant within a question text but for its leave-one-out term, which ranks a text's wrong rows above its
+    # right ones: its within-question AUROC says nothing, and is left out
+    out["text-only rule"] = {**scored(cm.group_rate_rule(correct, questions)), "auroc_q": None}
     out["probe"] = probe_accuracy(test.steering, test.train.to_list(), test_rows)
     out["rows"] = [{"source_id": r["source_id"], "question": r["question"], "logprob": float(p),
                     "logprob_platt": float(q)} for r, p, q in zip(test_records, test_p, platt(test_p))]
