@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.oracle_reading import probe_accuracy, rows
+from bench.oracle_reading import confidence_figures, probe_accuracy, rows, scored_rows
 
 
 def _data(cfg, split: str, tokenizer, model):
@@ -39,17 +39,6 @@ def _data(cfg, split: str, tokenizer, model):
         cfg.task.data.eval_split = split
     task = build_task(cfg)
     return task.build_data(tokenizer, model)
-
-
-def _aligned(data, records: list[dict], seed: int) -> list[dict]:
-    """The task rows the records were scored on: the rows an evaluation of that many rows draws
-    (``ao_calib.evaluation.evaluate.held_out_rows``), checked against the records' questions and sources."""
-    from ao_calib.evaluation.evaluate import held_out_rows
-
-    held_out = held_out_rows(data.test, len(records), seed)
-    if [(r["question"], r["source_id"]) for r in held_out] != [(r["question"], r["source_id"]) for r in records]:
-        raise SystemExit("the predictions rows are not the rows an evaluation of this split draws")
-    return held_out
 
 
 def baselines(run: Path, adapter: Path, validation_tag: str, test_tag: str) -> dict:
@@ -70,31 +59,29 @@ def baselines(run: Path, adapter: Path, validation_tag: str, test_tag: str) -> d
     fit_records = rows(run, validation_tag)["own"]
     test_records = rows(run, test_tag)["own"]
     validation = _data(cfg, "validation", tokenizer, model)
-    fit_rows = _aligned(validation, fit_records, cfg.eval.seed)
+    fit_rows = scored_rows(validation, fit_records, cfg.eval.seed)
     fit_correct = [float(r["scores"]["correct"]) for r in fit_records]
     fit_p = own_answer_probabilities(model, tokenizer, fit_rows, [r["completion"] for r in fit_records],
                                      validation.steering, chat_template_kwargs=template)
     platt = PlattScaling.fit(fit_p, fit_correct)
 
     test = _data(cfg, "test", tokenizer, model)
-    test_rows = _aligned(test, test_records, cfg.eval.seed)
+    test_rows = scored_rows(test, test_records, cfg.eval.seed)
     test_p = own_answer_probabilities(model, tokenizer, test_rows, [r["completion"] for r in test_records],
                                       test.steering, chat_template_kwargs=template)
     correct = [float(r["scores"]["correct"]) for r in test_records]
     questions = [r["question"] for r in test_records]
-
-    def scored(conf) -> dict:
-        conf = [float(c) for c in conf]
-        return {"auroc": cm.auroc(conf, correct), "auroc_q": cm.within_group_auroc(conf, correct, questions),
-                "ece": cm.expected_calibration_error(conf, correct)}
+    rule = cm.group_rate_rule(correct, questions)
 
     out["platt"] = {"a": platt.a, "b": platt.b, "validation_rows": len(fit_rows)}
-    out["own-answer probability, Platt on validation"] = scored(platt(test_p))
-    out["own-answer probability, raw"] = scored(test_p)
-    out["constant (validation accuracy)"] = scored([float(np.mean(fit_correct))] * len(correct))
-    # constant within a question text but for its leave-one-out term, which ranks a text's wrong rows above its
-    # right ones: its within-question AUROC says nothing, and is left out
-    out["text-only rule"] = {**scored(cm.group_rate_rule(correct, questions)), "auroc_q": None}
+    for name, conf in (("own-answer probability, Platt on validation", platt(test_p)),
+                       ("own-answer probability, raw", test_p),
+                       ("constant (validation accuracy)", [float(np.mean(fit_correct))] * len(correct)),
+                       ("text-only rule", rule)):
+        out[name] = confidence_figures(conf, test_records)
+    # the rule is constant within a question text but for its leave-one-out term, which ranks a text's wrong rows
+    # above its right ones: its within-question AUROC says nothing, and is left out
+    out["text-only rule"]["auroc_q"] = None
     out["probe"] = probe_accuracy(test.steering, test.train.to_list(), test_rows)
     out["rows"] = [{"source_id": r["source_id"], "question": r["question"], "logprob": float(p),
                     "logprob_platt": float(q)} for r, p, q in zip(test_records, test_p, platt(test_p))]

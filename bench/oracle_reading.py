@@ -148,7 +148,6 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     own-answer probability that the run itself fitted on the validation split (``baselines.logprob_platt`` in its
     final predictions rows and eval.json), on the final evaluation's rows."""
     from ao_calib import models
-    from ao_calib.calibration import metrics as cm
     from ao_calib.config import load_run_config
     from ao_calib.run_dir import RunDir
     from ao_calib.task_api import build_task
@@ -160,20 +159,39 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     task = build_task(cfg)
     data = task.build_data(models.load_tokenizer(source, cfg.model), model)
     records = rows(run, "final")["own"]
-    test_rows = data.test.select(range(len(records))).to_list()
-    assert [r["question"] for r in test_rows] == [r["question"] for r in records], "rows out of order"
+    test_rows = scored_rows(data, records, cfg.eval.seed)
     out = {"probe": probe_accuracy(data.steering, data.train.to_list(), test_rows)}
     fitted = json.loads(run_dir.eval_report().read_text()).get("baselines", {}).get("logprob_platt")
     if split != "test" or fitted is None:
         return out
-    correct = [r["scores"]["correct"] for r in records]
-    questions = [r["question"] for r in records]
-    for name, conf in (("constant (validation accuracy)", [fitted["validation_accuracy"]] * len(correct)),
+    for name, conf in (("constant (validation accuracy)", [fitted["validation_accuracy"]] * len(records)),
                        ("own-answer probability, Platt on validation",
                         [r["baselines"]["logprob_platt"] for r in records])):
-        out[name] = {"auroc": cm.auroc(conf, correct), "ece": cm.expected_calibration_error(conf, correct),
-                     "auroc_q": cm.within_group_auroc(conf, correct, questions)}
+        out[name] = confidence_figures(conf, records)
     return out
+
+
+def confidence_figures(conf: list[float], records: list[dict]) -> dict[str, float]:
+    """AUROC, AUROC within one question text and ECE of a baseline confidence on an evaluation's rows."""
+    from ao_calib.calibration import metrics as cm
+
+    correct = [float(r["scores"]["correct"]) for r in records]
+    questions = [r["question"] for r in records]
+    conf = [float(c) for c in conf]
+    return {"auroc": cm.auroc(conf, correct), "ece": cm.expected_calibration_error(conf, correct),
+            "auroc_q": cm.within_group_auroc(conf, correct, questions)}
+
+
+def scored_rows(data, records: list[dict], seed: int) -> list[dict]:
+    """The task rows an evaluation's records were scored on: the rows an evaluation of that many rows draws
+    (``ao_calib.evaluation.evaluate.held_out_rows``, with the run's ``eval.seed``), checked against the records'
+    questions and sources."""
+    from ao_calib.evaluation.evaluate import held_out_rows
+
+    held_out = held_out_rows(data.test, len(records), seed)
+    if [(r["question"], r["source_id"]) for r in held_out] != [(r["question"], r["source_id"]) for r in records]:
+        raise SystemExit("the predictions rows are not the rows an evaluation of this split draws")
+    return held_out
 
 
 HEAD = ("acc", "acc_other", "acc_none", "auroc", "auroc_q", "text_rule", "length_rule", "ece", "conf_std",
