@@ -142,10 +142,9 @@ class FunctionCallTask(Task):
         if not path:
             return {}
         from ao_calib import distributed
-        from ao_calib.evaluation.evaluate import held_out_sample, score_and_record
+        from ao_calib.evaluation.evaluate import score_and_record
 
-        rows = self._extra_rows()
-        rows = [rows[i] for i in held_out_sample(len(rows), data_cfg.extra_test_samples, self.context.eval_seed)]
+        rows = self.extra_rows()
         completions = generate(rows, desc=f"{tag}_extra")
         metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
         if distributed.is_main():
@@ -158,12 +157,19 @@ class FunctionCallTask(Task):
         data_cfg = self.config.data
         return data_cfg.extra_validation_path if data_cfg.eval_split == "validation" else data_cfg.extra_test_path
 
-    def _extra_rows(self) -> list[dict]:
+    def extra_rows(self) -> list[dict]:
+        """The rows of the extra held-out set an evaluation scores (``extra_test_samples`` of them, drawn with
+        ``eval.seed``: the same rows at every evaluation), in the order of its predictions file."""
+        from ao_calib.evaluation.evaluate import held_out_sample
+
         path = self._extra_path()
         suffix = self.config.confidence_instruction if self.calibrated else ""
         if self.bfcl:
-            return [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
-        return _as_chat_dataset(load_rows(path), suffix).to_list()
+            rows = [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
+        else:
+            rows = _as_chat_dataset(load_rows(path), suffix).to_list()
+        chosen = held_out_sample(len(rows), self.config.data.extra_test_samples, self.context.eval_seed)
+        return [rows[i] for i in chosen]
 
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)

@@ -355,7 +355,7 @@ def test_the_real_model_presets_budget_every_reference(experiment, smollm2_sourc
         data = task.build_data(tokenizer, None)
         assert references_over_budget(data, tokenizer, _generation_budgets(cfg)) == {}
     if experiment == "function_call_smollm2":  # and the real BFCL fixture every evaluation also scores
-        real = completion_lengths(tokenizer, [row["completion"] for row in task._extra_rows()])
+        real = completion_lengths(tokenizer, [row["completion"] for row in task.extra_rows()])
         assert len(real) == 150 and max(real) <= eval_max_new_tokens(cfg)
 
 

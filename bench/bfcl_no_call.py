@@ -1,0 +1,188 @@
+"""Does a function-calling checkpoint know when it should not call? Its own probability of answering with no call,
+against the cases that need a call and those that need none.
+
+For every case of an evaluation the run already scored (its predictions files: the generated held-out cases and
+the extra real BFCL set), the script reads off the checkpoint the probability of the empty answer (``[]`` then the
+end of the turn, or the end of the turn at once: what BFCL's checker and ``empty_where_call_needed`` count as no
+call) at the prompt's end, teacher-forced, with no generation. Where the greedy answer was empty, it also generates
+the answer with the empty answer refused (the model's best answer that is not empty). From these it prints:
+
+- how well the no-call probability ranks irrelevance cases above cases that need a call (AUROC), and its values;
+- for a rule "answer with no call only if that probability is at least t", what each t would give: accuracy on
+  each set, irrelevance accuracy, and empty answers where a call is needed (every answer is the greedy one or,
+  where the rule refuses an empty greedy answer, the generated best call).
+
+Nothing is chosen here: the table is for choosing ``t`` on the validation split (the run's ``eval_split``), if at
+all, and scoring it once on test::
+
+    python -m bench.bfcl_no_call RUN --adapter RUN/warmup/checkpoints/checkpoint-120 --tag warmup [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+THRESHOLDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 1.01)
+
+
+def empty_continuations(tokenizer) -> list[list[int]]:
+    """Token sequences of an empty answer, each ending the turn: the end of the turn alone, ``[]`` as the tokenizer
+    splits it, and every single token that reads ``[]`` (SmolLM2's has `` []``)."""
+    end = tokenizer.eos_token_id
+    whole = [i for i in range(len(tokenizer)) if tokenizer.decode([i]).strip() == "[]"]
+    return [[end], tokenizer("[]", add_special_tokens=False)["input_ids"] + [end]] + [[i, end] for i in whole]
+
+
+class RefuseEmptyAnswer(LogitsProcessor):
+    """No probability for the empty answer's first token, nor for its second where the first was that of a longer
+    empty answer (``[`` then ``]``): the model's best answer that is not empty (a one-row batch, no padding)."""
+
+    def __init__(self, prompt_length: int, continuations: list[list[int]]):
+        self.prompt_length = prompt_length
+        self.first = sorted({c[0] for c in continuations if len(c) <= 2})
+        self.second = {c[0]: c[1] for c in continuations if len(c) > 2}
+
+    def __call__(self, input_ids, scores):
+        generated = input_ids.shape[1] - self.prompt_length
+        if generated == 0:
+            scores[:, self.first] = -float("inf")
+        elif generated == 1 and int(input_ids[0, -1]) in self.second:
+            scores[:, self.second[int(input_ids[0, -1])]] = -float("inf")
+        return scores
+
+
+@torch.no_grad()
+def no_call_probability(model, prompt_ids: list[int], continuations: list[list[int]]) -> float:
+    """The summed probability of the continuations after the prompt (one forward pass over the prompt and each)."""
+    total = 0.0
+    for continuation in continuations:
+        ids = torch.tensor([prompt_ids + continuation])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float(), dim=-1)
+        total += float(torch.exp(logp[torch.arange(len(continuation)), torch.tensor(continuation)].sum()))
+    return total
+
+
+@torch.no_grad()
+def best_call(model, tokenizer, prompt_ids: list[int], continuations: list[list[int]], max_new_tokens: int) -> str:
+    ids = torch.tensor([prompt_ids])
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                         do_sample=False, pad_token_id=tokenizer.pad_token_id,
+                         logits_processor=LogitsProcessorList([RefuseEmptyAnswer(len(prompt_ids), continuations)]))
+    return tokenizer.decode(out[0, len(prompt_ids):], skip_special_tokens=True)
+
+
+def is_empty(completion: str) -> bool:
+    return completion.strip() in ("", "[]")
+
+
+def auroc(positive: list[float], negative: list[float]) -> float | None:
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def analyse(task, model, tokenizer, rows: list[dict], records: list[dict], template: dict,
+            max_new_tokens: int) -> dict:
+    if [r["prompt"][-1]["content"] for r in rows] != [r["prompt"] for r in records]:
+        raise SystemExit("the predictions file's prompts are not the rows this config draws: another config or seed?")
+    continuations = empty_continuations(tokenizer)
+    cases = []
+    for row, record in zip(rows, records):
+        text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True, **template)
+        prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        needs_call = bool(json.loads(row["bfcl_ground_truth"]))
+        greedy = record["completion"]
+        case = {"id": row.get("id"), "kind": row.get("kind"), "needs_call": needs_call,
+                "p_no_call": no_call_probability(model, prompt_ids, continuations), "greedy": greedy,
+                "greedy_right": float(record["scores"]["bfcl_ast"])}
+        if is_empty(greedy):
+            case["best_call"] = best_call(model, tokenizer, prompt_ids, continuations, max_new_tokens)
+            case["best_call_right"] = float(task.score_one(case["best_call"], row)["bfcl_ast"])
+        cases.append(case)
+    table = []
+    for t in THRESHOLDS:
+        right, empty_needed = [], 0
+        for case in cases:
+            replaced = is_empty(case["greedy"]) and case["p_no_call"] < t
+            answer_right = case["best_call_right"] if replaced else case["greedy_right"]
+            empty = is_empty(case["greedy"]) and not replaced
+            right.append((case["needs_call"], answer_right))
+            empty_needed += case["needs_call"] and empty
+        needed = [r for n, r in right if n]
+        irrelevant = [r for n, r in right if not n]
+        table.append({"threshold": t, "accuracy": sum(r for _, r in right) / len(right),
+                      "needs_call_accuracy": sum(needed) / len(needed) if needed else None,
+                      "irrelevance_accuracy": sum(irrelevant) / len(irrelevant) if irrelevant else None,
+                      "empty_where_call_needed": empty_needed, "needs_call": len(needed)})
+    irrelevant_p = [c["p_no_call"] for c in cases if not c["needs_call"]]
+    needed_p = [c["p_no_call"] for c in cases if c["needs_call"]]
+    return {"cases": cases, "thresholds": table, "auroc_irrelevance_vs_call": auroc(irrelevant_p, needed_p)}
+
+
+def print_analysis(name: str, result: dict) -> None:
+    cases = result["cases"]
+    empty_needed = [c for c in cases if c["needs_call"] and is_empty(c["greedy"])]
+    auc = result["auroc_irrelevance_vs_call"]
+    print(f"\n## {name}: {len(cases)} cases; AUROC of p(no call), irrelevance against cases that need a call: "
+          + (f"{auc:.3f}" if auc is not None else "n/a (one class)"))
+    for label, chosen in (("irrelevance", [c for c in cases if not c["needs_call"]]),
+                          ("needs a call, greedy empty", empty_needed),
+                          ("needs a call, greedy a call", [c for c in cases if c["needs_call"]
+                                                           and not is_empty(c["greedy"])])):
+        values = sorted(round(c["p_no_call"], 3) for c in chosen)
+        print(f"  p(no call), {label} ({len(values)}): {values if len(values) <= 40 else values[:20] + ['...']}")
+    if empty_needed:
+        print(f"  best calls where greedy was empty and a call is needed: "
+              f"{sum(c['best_call_right'] for c in empty_needed):.0f} of {len(empty_needed)} right")
+    print("| no call only if p >= | accuracy | needs a call | irrelevance | empty where a call is needed |")
+    print("|---|---|---|---|---|")
+    for row in result["thresholds"]:
+        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        print(f"| {row['threshold']:.2f} | {fmt(row['accuracy'])} | {fmt(row['needs_call_accuracy'])} | "
+              f"{fmt(row['irrelevance_accuracy'])} | {row['empty_where_call_needed']} of {row['needs_call']} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a function_call run directory (its config.yaml, predictions files)")
+    parser.add_argument("--adapter", type=Path, required=True, help="the checkpoint the --tag evaluation scored")
+    parser.add_argument("--tag", required=True, help="the evaluation's tag (eval_predictions_<tag>[_extra].jsonl)")
+    parser.add_argument("--json", type=Path, default=None, help="write every case and table here")
+    args = parser.parse_args()
+
+    from ao_calib import models
+    from ao_calib.config import load_run_config
+    from ao_calib.evaluation.evaluate import held_out_rows
+    from ao_calib.io import read_jsonl
+    from ao_calib.task_api import build_task
+
+    cfg = load_run_config(args.run / "config.yaml")
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source, cfg.model)
+    model = models.load_trained_model(cfg.model, source, args.adapter).merge_and_unload().eval()
+    template = dict(cfg.model.chat_template_kwargs)
+    task = build_task(cfg)
+    results = {}
+    sets = {"held-out generated": (lambda: held_out_rows(task.build_data(tokenizer, model).test, cfg.eval.num_samples,
+                                                         cfg.eval.seed), f"eval_predictions_{args.tag}.jsonl"),
+            "extra (real BFCL)": (task.extra_rows, f"eval_predictions_{args.tag}_extra.jsonl")}
+    for name, (rows, predictions) in sets.items():
+        path = args.run / predictions
+        if not path.is_file():
+            print(f"({name}: no {path.name}; skipped)")
+            continue
+        results[name] = analyse(task, model, tokenizer, rows(), [r for _, r in read_jsonl(path, 'predictions file')], template,
+                                cfg.eval.max_new_tokens)
+        print_analysis(f"{name}, split {cfg.task.data.eval_split}", results[name])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
