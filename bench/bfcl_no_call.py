@@ -125,6 +125,10 @@ def analyse(task, model, tokenizer, rows: list[dict], records: list[dict], templ
     return {"cases": cases, "thresholds": table, "auroc_irrelevance_vs_call": auroc(irrelevant_p, needed_p)}
 
 
+def fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def print_analysis(name: str, result: dict) -> None:
     cases = result["cases"]
     empty_needed = [c for c in cases if c["needs_call"] and is_empty(c["greedy"])]
@@ -143,7 +147,6 @@ def print_analysis(name: str, result: dict) -> None:
     print("| no call only if p >= | accuracy | needs a call | irrelevance | empty where a call is needed |")
     print("|---|---|---|---|---|")
     for row in result["thresholds"]:
-        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
         print(f"| {row['threshold']:.2f} | {fmt(row['accuracy'])} | {fmt(row['needs_call_accuracy'])} | "
               f"{fmt(row['irrelevance_accuracy'])} | {row['empty_where_call_needed']} of {row['needs_call']} |")
 
