@@ -24,60 +24,15 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from ao_calib_tasks.function_call.no_call import (
+    EmptyAnswerTokens,
+    best_call,
+    is_empty,
+    no_call_probability,
+    prompt_ids,
+)
 
 THRESHOLDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 1.01)
-
-
-def empty_continuations(tokenizer) -> list[list[int]]:
-    """Token sequences of an empty answer, each ending the turn: the end of the turn alone, ``[]`` as the tokenizer
-    splits it, and every single token that reads ``[]`` (SmolLM2's has `` []``)."""
-    end = tokenizer.eos_token_id
-    whole = [i for i in range(len(tokenizer)) if tokenizer.decode([i]).strip() == "[]"]
-    return [[end], tokenizer("[]", add_special_tokens=False)["input_ids"] + [end]] + [[i, end] for i in whole]
-
-
-class RefuseEmptyAnswer(LogitsProcessor):
-    """No probability for the empty answer's first token, nor for its second where the first was that of a longer
-    empty answer (``[`` then ``]``): the model's best answer that is not empty (a one-row batch, no padding)."""
-
-    def __init__(self, prompt_length: int, continuations: list[list[int]]):
-        self.prompt_length = prompt_length
-        self.first = sorted({c[0] for c in continuations if len(c) <= 2})
-        self.second = {c[0]: c[1] for c in continuations if len(c) > 2}
-
-    def __call__(self, input_ids, scores):
-        generated = input_ids.shape[1] - self.prompt_length
-        if generated == 0:
-            scores[:, self.first] = -float("inf")
-        elif generated == 1 and int(input_ids[0, -1]) in self.second:
-            scores[:, self.second[int(input_ids[0, -1])]] = -float("inf")
-        return scores
-
-
-@torch.no_grad()
-def no_call_probability(model, prompt_ids: list[int], continuations: list[list[int]]) -> float:
-    """The summed probability of the continuations after the prompt (one forward pass over the prompt and each)."""
-    total = 0.0
-    for continuation in continuations:
-        ids = torch.tensor([prompt_ids + continuation])
-        logp = torch.log_softmax(model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float(), dim=-1)
-        total += float(torch.exp(logp[torch.arange(len(continuation)), torch.tensor(continuation)].sum()))
-    return total
-
-
-@torch.no_grad()
-def best_call(model, tokenizer, prompt_ids: list[int], continuations: list[list[int]], max_new_tokens: int) -> str:
-    ids = torch.tensor([prompt_ids])
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                         do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                         logits_processor=LogitsProcessorList([RefuseEmptyAnswer(len(prompt_ids), continuations)]))
-    return tokenizer.decode(out[0, len(prompt_ids):], skip_special_tokens=True)
-
-
-def is_empty(completion: str) -> bool:
-    return completion.strip() in ("", "[]")
 
 
 def auroc(positive: list[float], negative: list[float]) -> float | None:
@@ -91,18 +46,17 @@ def analyse(task, model, tokenizer, rows: list[dict], records: list[dict], templ
             max_new_tokens: int) -> dict:
     if [r["prompt"][-1]["content"] for r in rows] != [r["prompt"] for r in records]:
         raise SystemExit("the predictions file's prompts are not the rows this config draws: another config or seed?")
-    continuations = empty_continuations(tokenizer)
+    tokens = EmptyAnswerTokens.of(tokenizer)
     cases = []
     for row, record in zip(rows, records):
-        text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True, **template)
-        prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = prompt_ids(tokenizer, row, template)
         needs_call = bool(json.loads(row["bfcl_ground_truth"]))
         greedy = record["completion"]
         case = {"id": row.get("id"), "kind": row.get("kind"), "needs_call": needs_call,
-                "p_no_call": no_call_probability(model, prompt_ids, continuations), "greedy": greedy,
+                "p_no_call": no_call_probability(model, ids, tokens.continuations), "greedy": greedy,
                 "greedy_right": float(record["scores"]["bfcl_ast"])}
         if is_empty(greedy):
-            case["best_call"] = best_call(model, tokenizer, prompt_ids, continuations, max_new_tokens)
+            case["best_call"] = best_call(model, tokenizer, tokens, ids, max_new_tokens)
             case["best_call_right"] = float(task.score_one(case["best_call"], row)["bfcl_ast"])
         cases.append(case)
     table = []

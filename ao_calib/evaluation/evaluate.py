@@ -45,11 +45,18 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         else:
             log.info("evaluation generates from the unmerged adapter: %s", refusal)
 
-    def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
-        return distributed.map_split(lambda share: generate_completions(
+    def answers(share: list[dict], condition: str, desc: str) -> list[str]:
+        generated = generate_completions(
             generation_model, tokenizer, share, chat_template_kwargs=chat_template_kwargs,
             max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition,
-            desc=f"eval ({desc})", temperature=temperature, seed=seed), rows)
+            desc=f"eval ({desc})", temperature=temperature, seed=seed)
+        if temperature:
+            return generated
+        return task.revise_answers(generation_model, tokenizer, share, generated,
+                                   chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens)
+
+    def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
+        return distributed.map_split(lambda share: answers(share, condition, desc), rows)
 
     rows = held_out_rows(data.test, num_samples, seed)
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,

@@ -110,6 +110,16 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
         if self.data.eval_split == "validation" and (self.data.format != "bfcl" or self.data.test_path):
             raise ValueError("data.eval_split=validation: the validation split is drawn by the generator in BFCL's "
                              "format: set data.format=bfcl and leave data.test_path null")
+        if self.min_no_call_probability is not None and self.data.format != "bfcl":
+            raise ValueError("min_no_call_probability decides between BFCL's empty answer and a call: set "
+                             "data.format=bfcl, or leave min_no_call_probability null")
+    min_no_call_probability: Optional[float] = setting(
+        None, "Evaluation (greedy decoding), data.format=bfcl: answer with no call (nothing or `[]`) only where the "
+        "model's own probability of that answer is at least this, else with its best answer that is not empty "
+        "(ao_calib_tasks.function_call.no_call). A model trained on irrelevance cases answers `[]` where it cannot "
+        "work out a call; this asks it to be sure first. Training is unchanged. Choose it on the validation split "
+        "(bench/bfcl_no_call.py prints what each value gives). null: the greedy answer as it is.",
+        allowed=within(0, 1, low_open=True))
     strict_format: bool = setting(True, "BFCL scoring: true rejects prose or a fenced block around the call, as "
                                   "BFCL's decoder does; false takes the first call list found in a fenced block or "
                                   "on a line of its own.")

@@ -20,6 +20,7 @@ from .bfcl_rewards import make_rewards as make_bfcl_rewards, score_case
 from .config import FunctionCallTaskConfig
 from .data import load_rows
 from .generate import generate_splits
+from .no_call import answer_no_call_only_if_sure, is_empty
 from .rewards import REWARD_FUNCTIONS, make_calibrated_overall, score_completion
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,17 @@ class FunctionCallTask(Task):
         super().__init__(config, context)
         if self.bfcl:
             self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy; reported per category too
+        if config.min_no_call_probability is not None:
+            from ao_calib import distributed
+
+            if self.calibrated:
+                raise AOCalibError("task.min_no_call_probability reads the probability of an empty answer at the "
+                                   "answer's start, where a calibrated reward mix puts the confidence tag: leave it "
+                                   "null with reward=calibrated_function_call")
+            if distributed.sharded():
+                # its second look generates one row at a time on some ranks only; a sharded forward is collective
+                raise AOCalibError("task.min_no_call_probability is for one process or DDP, not a sharded model: "
+                                   "leave it null under FSDP or DeepSpeed ZeRO")
 
     @property
     def bfcl(self) -> bool:
@@ -133,6 +145,20 @@ class FunctionCallTask(Task):
         scores = score_case(_plain_text(completion), case["function"], case["ground_truth"],
                             self.config.strict_format)
         return {"valid": scores["bfcl_ast"] == 1.0, **scores, "category": case["category"]}
+
+    def revise_answers(self, model, tokenizer, rows: list[dict], answers: list[str], *, chat_template_kwargs: dict,
+                       max_new_tokens: int) -> list[str]:
+        """``min_no_call_probability``: each empty answer the model is not that sure of, replaced by its best call."""
+        threshold = self.config.min_no_call_probability
+        if threshold is None:
+            return answers
+        revised, replaced = answer_no_call_only_if_sure(model, tokenizer, rows, answers, threshold=threshold,
+                                                        chat_template_kwargs=chat_template_kwargs,
+                                                        max_new_tokens=max_new_tokens)
+        empty = sum(map(is_empty, answers))
+        log.info("%d of %d empty answers (of %d) replaced by the best call: p(no call) below %s", replaced, empty,
+                 len(answers), threshold)
+        return revised
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
         """``task.data.extra_test_path`` (``extra_validation_path`` under ``eval_split=validation``) scored beside
