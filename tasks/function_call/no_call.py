@@ -10,10 +10,14 @@ sampled; the best answer is greedy with the empty answer refused at its first to
 
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import dataclass
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
+
+from ao_calib.trainers.fast_generation import cache_keyword
 
 
 def is_empty(answer: str) -> bool:
@@ -69,13 +73,21 @@ class RefuseEmptyAnswer(LogitsProcessor):
 
 @torch.no_grad()
 def no_call_probability(model, prompt_ids: list[int], continuations: list[list[int]]) -> float:
-    """The summed probability of the empty continuations after the prompt (one pass over the prompt and each)."""
+    """The summed probability of the empty continuations after the prompt: one pass over the prompt, then each
+    continuation's few tokens on a copy of its cache."""
     device = next(model.parameters()).device
+    keyword = cache_keyword(model)
+    prefill = model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True)
+    first = torch.log_softmax(prefill.logits[0, -1].float(), dim=-1)
     total = 0.0
     for continuation in continuations:
-        ids = torch.tensor([prompt_ids + continuation], device=device)
-        logp = torch.log_softmax(model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float(), dim=-1)
-        total += float(torch.exp(logp[torch.arange(len(continuation)), torch.tensor(continuation)].sum()))
+        logp = float(first[continuation[0]])
+        if len(continuation) > 1:
+            out = model(input_ids=torch.tensor([continuation[:-1]], device=device), use_cache=True,
+                        **{keyword: copy.deepcopy(prefill[keyword])})
+            later = torch.log_softmax(out.logits[0].float(), dim=-1)
+            logp += float(later[torch.arange(len(continuation) - 1), torch.tensor(continuation[1:])].sum())
+        total += math.exp(logp)
     return total
 
 
