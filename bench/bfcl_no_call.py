@@ -134,8 +134,8 @@ def main() -> None:
         if not path.is_file():
             print(f"({name}: no {path.name}; skipped)")
             continue
-        results[name] = analyse(task, model, tokenizer, rows(), [r for _, r in read_jsonl(path, 'predictions file')], template,
-                                cfg.eval.max_new_tokens)
+        records = [record for _, record in read_jsonl(path, "predictions file")]
+        results[name] = analyse(task, model, tokenizer, rows(), records, template, cfg.eval.max_new_tokens)
         print_analysis(f"{name}, split {cfg.task.data.eval_split}", results[name])
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

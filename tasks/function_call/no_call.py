@@ -4,8 +4,8 @@ An empty answer (nothing, or ``[]``) is BFCL's right answer to an irrelevance ca
 A model trained on both answers ``[]`` where it cannot work out a call (BENCHMARKS.md, "The empty answers are what
 the irrelevance cases teach"); ``task.min_no_call_probability`` lets evaluation answer with no call only where the
 model's probability of the empty answer is at least that, and otherwise take its best answer that is not empty.
-The probability is teacher-forced (every token sequence that decodes to an empty answer and ends the turn), not
-sampled; the best answer is greedy with the empty answer refused at its first tokens.
+The probability is teacher-forced (the usual spellings of an empty answer, each ending the turn), not sampled; the
+best answer is greedy, with every token refused that would leave the answer blank or ``[]``.
 """
 
 from __future__ import annotations
