@@ -148,6 +148,14 @@ class Task(ABC):
     def reward_functions(self) -> dict[str, RewardFn]:
         """4. All reward components this task offers, by the name configs use."""
 
+    def revise_answers(self, model, tokenizer, rows: list[dict], answers: list[str], *, chat_template_kwargs: dict,
+                       max_new_tokens: int) -> list[str]:
+        """5a. Evaluation with greedy decoding: a second look at generated answers before they are scored, for a
+        decision rule that needs the model's own probabilities (the function-calling task's
+        ``min_no_call_probability``); by default the answers as generated. Called on every process with its share
+        of the rows, with the model the answers came from, without the task's steering."""
+        return answers
+
     @abstractmethod
     def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
         """5. Evaluation: every reward component (and the headline metric) of each completion of its row."""
@@ -163,14 +171,6 @@ class Task(ABC):
                                           run_dir, tag)
             metrics.update({k: v for k, v in figures.items() if k != "accuracy"})
         return metrics
-
-    def revise_answers(self, model, tokenizer, rows: list[dict], answers: list[str], *, chat_template_kwargs: dict,
-                       max_new_tokens: int) -> list[str]:
-        """6b. Evaluation with greedy decoding: a second look at generated answers before they are scored, for a
-        decision rule that needs the model's own probabilities (the function-calling task's
-        ``min_no_call_probability``); by default the answers as generated. Called on every process with its share
-        of the rows, with the model the answers came from, without the task's steering."""
-        return answers
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """7. Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
