@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from ao_calib_tasks.function_call.no_call import (
@@ -32,14 +33,9 @@ from ao_calib_tasks.function_call.no_call import (
     prompt_ids,
 )
 
+from ao_calib.calibration.metrics import auroc
+
 THRESHOLDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 1.01)
-
-
-def auroc(positive: list[float], negative: list[float]) -> float | None:
-    if not positive or not negative:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
-    return wins / (len(positive) * len(negative))
 
 
 def analyse(task, model, tokenizer, rows: list[dict], records: list[dict], template: dict,
@@ -74,9 +70,9 @@ def analyse(task, model, tokenizer, rows: list[dict], records: list[dict], templ
                       "needs_call_accuracy": sum(needed) / len(needed) if needed else None,
                       "irrelevance_accuracy": sum(irrelevant) / len(irrelevant) if irrelevant else None,
                       "empty_where_call_needed": empty_needed, "needs_call": len(needed)})
-    irrelevant_p = [c["p_no_call"] for c in cases if not c["needs_call"]]
-    needed_p = [c["p_no_call"] for c in cases if c["needs_call"]]
-    return {"cases": cases, "thresholds": table, "auroc_irrelevance_vs_call": auroc(irrelevant_p, needed_p)}
+    # irrelevance cases are the positives: NaN where the set holds only one kind
+    auc = auroc([c["p_no_call"] for c in cases], [float(not c["needs_call"]) for c in cases])
+    return {"cases": cases, "thresholds": table, "auroc_irrelevance_vs_call": None if math.isnan(auc) else auc}
 
 
 def fmt(value: float | None) -> str:

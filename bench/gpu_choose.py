@@ -36,8 +36,8 @@ def choose(run: Path, metric: str, guard: str | None, guard_drop: float) -> tupl
         base = figure(json.loads(warmup.read_text()), guard)
         floor = None if base is None else base - guard_drop
     best = None
-    for report in sorted(run.glob("eval_step*.json"), key=lambda p: int(p.stem.removeprefix("eval_step"))):
-        step = int(report.stem.removeprefix("eval_step"))
+    reports = sorted((int(p.stem.removeprefix("eval_step")), p) for p in run.glob("eval_step*.json"))
+    for step, report in reports:
         checkpoint = run / "checkpoints" / f"checkpoint-{step}"
         data = json.loads(report.read_text())
         value = figure(data, metric)

@@ -71,13 +71,13 @@ def test_empty_answers_below_the_threshold_become_the_best_call(tiny):
         return answer_no_call_only_if_sure(model, tokenizer, rows, answers, threshold=threshold,
                                            chat_template_kwargs=template, max_new_tokens=8)
 
-    out, replaced = revised(1.0)
-    assert replaced == 3 and out[2] == answers[2] and not any(is_empty(out[i]) for i in (0, 1, 3))
-    assert revised(min(p.values())) == (answers, 0)  # every empty answer is at least that sure
+    out, replaced, empty = revised(1.0)
+    assert empty == 3 and replaced == 3 and out[2] == answers[2] and not any(is_empty(out[i]) for i in (0, 1, 3))
+    assert revised(min(p.values())) == (answers, 0, 3)  # every empty answer is at least that sure
     # a threshold between two of them replaces the less sure one only
     low, high = sorted(p, key=p.get)[:2]
     if p[low] < p[high]:
-        out, replaced = revised((p[low] + p[high]) / 2)
+        out, replaced, _ = revised((p[low] + p[high]) / 2)
         assert replaced == 1 and not is_empty(out[low]) and out[high] == answers[high]
 
 

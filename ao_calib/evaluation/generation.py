@@ -11,6 +11,11 @@ from tqdm.auto import tqdm
 from ao_calib import distributed
 
 
+def chat_prompt_text(tokenizer, messages: list[dict], chat_template_kwargs: dict) -> str:
+    """A row's chat prompt as the model reads it before its answer (tokenised without special tokens added)."""
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
+
+
 @torch.no_grad()
 def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
                          batch_size: int, steering=None, condition: str = "own", desc: str = "eval",
@@ -20,10 +25,7 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     from ``seed`` (the caller's random state is left as it was). With ``steering``, the activations of
     ``condition`` are injected during the prefill: the row's own (``own``), another prompt's (``other``) or random
     vectors of the same norms (``none``)."""
-    texts = [
-        tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
-        for r in rows
-    ]
+    texts = [chat_prompt_text(tokenizer, r["prompt"], chat_template_kwargs) for r in rows]
     # Batches of similar lengths: a left-padded batch costs its longest prompt times its size, and held-out sets mix
     # prompts of 150 and 900 tokens (BFCL's docs). The completions are put back in the rows' order.
     lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]

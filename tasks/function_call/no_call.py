@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from ao_calib.evaluation.generation import chat_prompt_text
 from ao_calib.trainers.fast_generation import cache_keyword
 
 
@@ -102,19 +103,19 @@ def best_call(model, tokenizer, tokens: EmptyAnswerTokens, prompt_ids: list[int]
 
 
 def prompt_ids(tokenizer, row: dict, chat_template_kwargs: dict) -> list[int]:
-    text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
-                                         **chat_template_kwargs)
+    """The row's prompt tokens as evaluation's generation reads them."""
+    text = chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def answer_no_call_only_if_sure(model, tokenizer, rows: list[dict], answers: list[str], *, threshold: float,
-                                chat_template_kwargs: dict, max_new_tokens: int) -> tuple[list[str], int]:
+                                chat_template_kwargs: dict, max_new_tokens: int) -> tuple[list[str], int, int]:
     """The answers with every empty one whose no-call probability is below ``threshold`` replaced by the model's
-    best answer that is not empty; (answers, how many were replaced)."""
+    best answer that is not empty; (answers, how many were replaced, how many were empty)."""
     empty = [i for i, answer in enumerate(answers) if is_empty(answer)]
     out, replaced = list(answers), 0
     if not empty:
-        return out, replaced
+        return out, replaced, 0
     tokens = EmptyAnswerTokens.of(tokenizer)
     was_training = model.training
     model.eval()
@@ -126,4 +127,4 @@ def answer_no_call_only_if_sure(model, tokenizer, rows: list[dict], answers: lis
                 out[i], replaced = best_call(model, tokenizer, tokens, ids, max_new_tokens), replaced + 1
     finally:
         model.train(was_training)
-    return out, replaced
+    return out, replaced, len(empty)

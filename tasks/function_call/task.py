@@ -152,10 +152,9 @@ class FunctionCallTask(Task):
         threshold = self.config.min_no_call_probability
         if threshold is None:
             return answers
-        revised, replaced = answer_no_call_only_if_sure(model, tokenizer, rows, answers, threshold=threshold,
-                                                        chat_template_kwargs=chat_template_kwargs,
-                                                        max_new_tokens=max_new_tokens)
-        empty = sum(map(is_empty, answers))
+        revised, replaced, empty = answer_no_call_only_if_sure(model, tokenizer, rows, answers, threshold=threshold,
+                                                               chat_template_kwargs=chat_template_kwargs,
+                                                               max_new_tokens=max_new_tokens)
         log.info("%d of %d empty answers (of %d) replaced by the best call: p(no call) below %s", replaced, empty,
                  len(answers), threshold)
         return revised
@@ -225,7 +224,7 @@ def empty_answer_rate(records: list[dict]) -> float | None:
     needed = [r for r in records if (r.get("kind") or "") not in bfcl.IRRELEVANCE_CATEGORIES]
     if not needed:
         return None
-    return sum(_plain_text(r["completion"]).strip() in ("", "[]") for r in needed) / len(needed)
+    return sum(is_empty(_plain_text(r["completion"])) for r in needed) / len(needed)
 
 
 def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str, float]:
