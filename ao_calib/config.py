@@ -438,6 +438,24 @@ def check_credit_rule(cfg) -> None:
                        f"trainer=grpo")
 
 
+def check_confidence_loss(cfg) -> None:
+    """``warmup.confidence_loss=calibration`` reads each number from its first digit: numbers that share one
+    (``task.sft_confidences``, where the task draws its targets' numbers from it) are refused at start-up, by key."""
+    from omegaconf import OmegaConf
+
+    from ao_calib.calibration.contract import first_digit_values
+
+    loss = OmegaConf.select(cfg, "warmup.confidence_loss", default=None)
+    numbers = OmegaConf.select(cfg, "task.sft_confidences", default=None)
+    if str(getattr(loss, "value", loss)) != "calibration" or numbers is None:
+        return
+    try:
+        first_digit_values(numbers)
+    except ValueError as error:
+        raise AOCalibError(f"task.sft_confidences={list(numbers)} cannot run with warmup.confidence_loss=calibration: "
+                           f"{error}") from error
+
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -453,6 +471,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     check_generation_backend(cfg)
     check_shared_prefix(cfg)
     check_credit_rule(cfg)
+    check_confidence_loss(cfg)
     return cfg
 
 

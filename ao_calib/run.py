@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
-from ao_calib.config import (check_credit_rule, check_generation_backend, check_shared_prefix, check_values,
-                             eval_max_new_tokens, eval_token_budget, register_schemas, run_stages, unknown_keys,
+from ao_calib.config import (check_confidence_loss, check_credit_rule, check_generation_backend, check_shared_prefix,
+                             check_values, eval_max_new_tokens, eval_token_budget, register_schemas, run_stages, unknown_keys,
                              validate_plugins)
 from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
@@ -242,6 +242,7 @@ def main(cfg: DictConfig) -> float | None:
         check_generation_backend(cfg)
         check_shared_prefix(cfg)
         check_credit_rule(cfg)
+        check_confidence_loss(cfg)
         from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
 
         check_process_split(cfg)

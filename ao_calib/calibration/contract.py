@@ -49,6 +49,22 @@ def tag_span(text: str) -> tuple[int, int] | None:
     return match.start(0), match.start(0) + len(match.group(0).rstrip())
 
 
+def first_digit_values(numbers) -> dict[int, int]:
+    """Each first digit of ``numbers`` (0-100) and the one number it begins: how a number is read from its first
+    digit's distribution (``warmup.confidence_loss=calibration``). Raises ValueError, naming them, when two numbers
+    begin with the same digit (10 and 100 do), since the first digit then does not say which was meant."""
+    values: dict[int, int] = {}
+    for number in sorted({int(n) for n in numbers}):
+        if not 0 <= number <= 100:
+            raise ValueError(f"{number} is not a confidence (0-100)")
+        digit = int(str(number)[0])
+        if digit in values:
+            raise ValueError(f"{values[digit]} and {number} both begin with the digit {digit}: one number per first "
+                             "digit (e.g. 0, 20, 30, ..., 90, 100)")
+        values[digit] = number
+    return values
+
+
 def scored_confidence(stated: float | None) -> float:
     """The confidence a figure counts for a predictions row's ``scores.confidence``: the stated value in [0, 1],
     or ``DEFAULT_CONFIDENCE`` when the answer stated none (null in the row)."""

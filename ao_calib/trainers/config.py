@@ -54,6 +54,15 @@ class TrainerConfig(Checked):
                                        "model config's value.")
 
 
+class ConfidenceLoss(str, Enum):
+    """How an SFT stage learns the number NN of its targets' ``[epistemic status: NN]`` tags."""
+
+    cross_entropy = "cross_entropy"  # the target's digits, like every other token
+    # the first digit's distribution, scored by the calibration reward's own penalty against the model's chance of
+    # being right (ao_calib.trainers.calibration_loss)
+    calibration = "calibration"
+
+
 class PromptLengthPolicy(str, Enum):
     """What happens to a prompt over ``max_prompt_length`` tokens."""
 
@@ -195,6 +204,25 @@ class SFTTrainerConfig(TrainerConfig):
         "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, so a fraction below 1 "
         "keeps the loss on the one token that carries the reading (0.1 still teaches the tag, and reading, on "
         "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
+    confidence_loss: ConfidenceLoss = setting(
+        ConfidenceLoss.cross_entropy, "How the tag's number NN is learned. cross_entropy: its digits are targets like "
+        "any token (the drawn number is copied). calibration: its first digit leaves the cross-entropy and is "
+        "trained by the calibration reward's penalty in expectation over the model's own distribution of that "
+        "digit, sum_d p(d) (value(d) - c)^2, where c is the model's own probability of the row's target answer "
+        "(teacher-forced, no gradient): the number learns the chance of being right from the same forward pass, "
+        "without sampling. Each first digit stands for one number, so the targets' numbers need distinct first "
+        "digits (e.g. 0, 20, 30, ..., 90, 100: 10 and 100 share theirs); the later digits stay in the "
+        "cross-entropy of every row, so '1' is followed by '00'.")
+    calibration_loss_weight: float = setting(1.0, "Weight of confidence_loss=calibration's term beside the "
+                                             "cross-entropy (which is a mean over tokens; the term a mean over "
+                                             "rows).", allowed=above(0))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
+            raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the number's "
+                             "later digits are learned by the cross-entropy); allowed cross_entropy, or set "
+                             "confidence_in_loss=true")
 
 
 @dataclass

@@ -3,18 +3,23 @@ activation steering, the injection is part of every training forward pass."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+from typing import NamedTuple
 
 import datasets
+import torch
 from omegaconf import DictConfig
 from trl import SFTConfig, SFTTrainer
 
-from ao_calib.calibration.contract import confidence_span, tag_span
+from ao_calib.calibration.contract import (confidence_span, first_digit_values, parse_epistemic_status,
+                                          tag_span)
 from ao_calib.trainers.config import SFTTrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
+from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
 from ao_calib.trainers.steering import SteeringCollator
 
@@ -30,32 +35,59 @@ def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
 
 
 def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int,
-                   confidence_in_loss: bool = True, tag_loss_fraction: float = 1.0, seed: int = 0
-                   ) -> datasets.Dataset:
+                   confidence_in_loss: bool = True, tag_loss_fraction: float = 1.0, seed: int = 0,
+                   confidence_loss: str = "cross_entropy") -> datasets.Dataset:
     """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
     completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on: without the
-    tokens of a leading tag's number NN when ``confidence_in_loss`` is false, and without the whole tag in all but
-    a ``tag_loss_fraction`` of the rows (chosen per row from ``seed``: the same rows on every run of that seed)."""
+    tokens of a leading tag's number NN when ``confidence_in_loss`` is false, without the whole tag in all but
+    a ``tag_loss_fraction`` of the rows (chosen per row from ``seed``: the same rows on every run of that seed), and
+    without the answer after the tag in rows marked ``answer_in_loss: false``. With ``confidence_loss=calibration``
+    the number's first digit leaves the mask (``ao_calib.trainers.calibration_loss`` trains it), its later digits
+    stay in it in every row, and each row records where its first digit and its answer are (``COLUMNS``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
+    calibration = str(getattr(confidence_loss, "value", confidence_loss)) == "calibration"
 
     def encode(row, index):
         prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                **chat_template_kwargs)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
         with_tag = tag_loss_fraction >= 1 or random.Random(f"{seed}:{index}").random() < tag_loss_fraction
-        completion = tokenizer(row["completion"] + suffix, add_special_tokens=False,
-                               return_offsets_mapping=not (confidence_in_loss and with_tag))
-        completion_ids = completion["input_ids"]
-        mask = [1] * len(completion_ids)
-        span = None
-        if not with_tag:
-            span = tag_span(row["completion"])
-        elif not confidence_in_loss:
-            span = confidence_span(row["completion"])
-        if span is not None:  # tokens that overlap the span leave the loss
-            mask = [0 if start < span[1] and end > span[0] else 1 for start, end in completion["offset_mapping"]]
+        text = row["completion"]
+        completion = tokenizer(text + suffix, add_special_tokens=False, return_offsets_mapping=True)
+        completion_ids, offsets = completion["input_ids"], completion["offset_mapping"]
+
+        def overlapping(span):
+            return [span is not None and start < span[1] and end > span[0] for start, end in offsets]
+
+        out = overlapping(tag_span(text) if not with_tag else confidence_span(text) if not confidence_in_loss
+                          else None)
+        number, tag = confidence_span(text), tag_span(text)
+        answer = (tag[1] if tag else 0, len(text))
+        in_answer = [start >= answer[0] and end <= answer[1] and end > start for start, end in offsets]
+        if row.get("answer_in_loss") is False:
+            out = [o or a for o, a in zip(out, in_answer)]
+        first_digit = None
+        if calibration and number is not None:
+            first_digit = next(i for i, (start, end) in enumerate(offsets) if start <= number[0] < end)
+            if tuple(offsets[first_digit]) != (number[0], number[0] + 1):
+                raise AOCalibError(
+                    f"warmup.confidence_loss=calibration needs the number's first digit to be a token of its own; "
+                    f"this tokenizer writes {text[slice(*offsets[first_digit])]!r} as one token (row {index}): set "
+                    "warmup.confidence_loss=cross_entropy")
+            later = overlapping((number[0] + 1, number[1]))
+            out = [i == first_digit or (o and not d) for i, (o, d) in enumerate(zip(out, later))]
+        mask = [0 if o else 1 for o in out]
         ids = (prompt_ids + completion_ids)[:max_length]
-        return {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + mask)[:max_length]}
+        encoded = {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + mask)[:max_length]}
+        if calibration:
+            # token indices in input_ids; -1 where the row has none, or where max_length cut it off
+            at, kept = len(prompt_ids), len(ids)
+            answer_tokens = [at + i for i, a in enumerate(in_answer) if a]
+            whole_answer = bool(answer_tokens) and answer_tokens[-1] < kept
+            number_at = at + first_digit if first_digit is not None and at + first_digit < kept else -1
+            encoded.update(zip(calibration_loss.COLUMNS, (number_at, answer_tokens[0] if whole_answer else -1,
+                                                          answer_tokens[-1] + 1 if whole_answer else -1)))
+        return encoded
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
@@ -71,19 +103,69 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     return encoded
 
 
+class IndexColumns:
+    """Pads like the wrapped collator, then adds each row's ``calibration_loss.COLUMNS`` as tensors (token indices
+    into the right-padded ids, which padding does not move)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, examples):
+        batch = self.base(examples)
+        for key in calibration_loss.COLUMNS:
+            batch[key] = torch.tensor([int(example[key]) for example in examples])
+        return batch
+
+
+class CalibrationLoss(NamedTuple):
+    """What ``confidence_loss=calibration`` needs beside the batch."""
+
+    digit_ids: list[int]
+    values: dict[int, int]  # first digit -> the number it begins
+    weight: float
+
+
 class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
-    def __init__(self, *args, steering=None, **kwargs):
+    def __init__(self, *args, steering=None, calibration: CalibrationLoss | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.steering = steering
+        self.steering, self.calibration = steering, calibration
         if steering is not None:
             self.data_collator = SteeringCollator(self.data_collator, steering)
+        if calibration is not None:
+            self.data_collator = IndexColumns(self.data_collator)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        indices = {key: inputs.pop(key) for key in calibration_loss.COLUMNS if key in inputs}
         vectors, positions = inputs.pop("steer_vectors", None), inputs.pop("steer_positions", None)
-        if vectors is None:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        with self.steering.context(model, SteeringBatch(vectors, positions), "sft"):
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with contextlib.ExitStack() as stack:
+            if vectors is not None:
+                stack.enter_context(self.steering.context(model, SteeringBatch(vectors, positions), "sft"))
+            hidden = stack.enter_context(calibration_loss.HiddenStates(self._backbone())) if indices else None
+            result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if hidden is None:
+            return result
+        term = calibration_loss.calibration_term(hidden.states, self._lm_head(), inputs["input_ids"], indices,
+                                                 self.calibration.digit_ids, self.calibration.values)
+        if term is None:
+            return result
+        value, logs = term
+        for key, logged in logs.items():
+            self._metrics["train" if model.training else "eval"][key].append(logged)
+        # TRL's cross-entropy is already a share of the whole accumulated step (num_items_in_batch counts its
+        # tokens); the term is a mean over this micro-batch's rows, so it is split across the step the same way
+        steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
+        extra = self.calibration.weight * value / steps
+        return (result[0] + extra, *result[1:]) if return_outputs else result + extra
+
+    def _base_model(self):
+        model = self.accelerator.unwrap_model(self.model)
+        return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+    def _backbone(self) -> torch.nn.Module:
+        return self._base_model().base_model
+
+    def _lm_head(self) -> torch.nn.Module:
+        return self._base_model().get_output_embeddings()
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
@@ -100,17 +182,42 @@ def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "
 
 def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
     chat_kwargs = plain(setup.model_config.chat_template_kwargs)
+    # the schema's defaults for a stage saved before these keys existed
+    confidence_loss = stage.get("confidence_loss", default_of(SFTTrainerConfig, "confidence_loss"))
+    confidence_loss = str(getattr(confidence_loss, "value", confidence_loss))
+    train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
+                           confidence_in_loss=stage.get("confidence_in_loss",
+                                                        default_of(SFTTrainerConfig, "confidence_in_loss")),
+                           tag_loss_fraction=stage.get("tag_loss_fraction",
+                                                       default_of(SFTTrainerConfig, "tag_loss_fraction")),
+                           seed=setup.seed, confidence_loss=confidence_loss)
+    calibration = None
+    if confidence_loss == "calibration":
+        calibration = CalibrationLoss(calibration_loss.digit_token_ids(setup.tokenizer),
+                                      target_number_values(setup.data.train),
+                                      float(stage.get("calibration_loss_weight",
+                                                      default_of(SFTTrainerConfig, "calibration_loss_weight"))))
+        log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss), each "
+                 "digit read as %s", stage_name, calibration.values)
     return AOSFTTrainer(
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
-        train_dataset=tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
-                                     # the schema's defaults for a stage saved before these keys existed
-                                     confidence_in_loss=stage.get("confidence_in_loss",
-                                                                  default_of(SFTTrainerConfig, "confidence_in_loss")),
-                                     tag_loss_fraction=stage.get("tag_loss_fraction",
-                                                                 default_of(SFTTrainerConfig, "tag_loss_fraction")),
-                                     seed=setup.seed),
+        train_dataset=train,
         processing_class=setup.tokenizer,
         callbacks=callbacks,
         steering=setup.steering,
+        calibration=calibration,
     )
+
+
+def target_number_values(rows: datasets.Dataset) -> dict[int, int]:
+    """The first digit -> number map of the numbers the rows' targets state (``first_digit_values``)."""
+    numbers = {status.confidence for status in map(parse_epistemic_status, rows["completion"]) if status.parsed}
+    if not numbers:
+        raise AOCalibError("warmup.confidence_loss=calibration: no SFT target states an [epistemic status: NN] tag; "
+                           "set warmup.confidence_loss=cross_entropy")
+    try:
+        return first_digit_values(numbers)
+    except ValueError as error:
+        raise AOCalibError(f"warmup.confidence_loss=calibration: the targets' numbers {sorted(numbers)}: {error}; "
+                           "choose the task's numbers so (task.sft_confidences for the oracle)") from error

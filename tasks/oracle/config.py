@@ -178,6 +178,12 @@ class OracleTaskConfig(TaskConfig):
         "false`), each asked as the open question about that fact with the answer \"not stated\" (never as its "
         "yes/no question, whose label is a coin flip), kept even with sft_readable_only: the oracle learns to read "
         "that a fact is absent, which a stated confidence can then follow. Training rows only.")
+    sft_unstated_tag_only: bool = setting(
+        False, "warmup=sft also keeps the yes/no rows whose fact the prompt does not state (generated rows, `readable: "
+        "false`), even with sft_readable_only, with their answer out of the loss (its label is a coin flip) and "
+        "their tag in it: with warmup.confidence_loss=calibration the number learns, from the oracle's own "
+        "probability of the coin's answer, that it is right about half the time there. Training rows only; not "
+        "with sft_open_unstated, which asks those rows openly instead.")
     rl_none_fraction: float = setting(
         0.0, "The share of the RL stage's training rows (GRPO) whose activations carry nothing: copies of training "
         "rows (each row at most once, chosen by the data seed) with random vectors of the same norms injected in "
@@ -219,6 +225,9 @@ class OracleTaskConfig(TaskConfig):
         if self.activations.window_max < self.activations.window_min:
             raise ValueError(f"activations.window_max={self.activations.window_max}: out of range, allowed >= "
                              f"{self.activations.window_min}")
+        if self.sft_unstated_tag_only and self.sft_open_unstated:
+            raise ValueError("sft_unstated_tag_only=true: out of range with sft_open_unstated=true (that asks the "
+                             "same rows openly); set one of them to false")
         if self.data.eval_split == "validation" and not self.data.generate.n_validation_prompts:
             raise ValueError("data.eval_split=validation: set data.generate.n_validation_prompts > 0 (generated "
                              "data holds a validation split only then)")

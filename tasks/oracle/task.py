@@ -320,13 +320,19 @@ class OracleTask(Task):
             train = data.train
             if self.config.sft_readable_only:
                 # with sft_open_unstated the unstated rows stay, each to be asked openly ("not stated")
-                keep_unstated = self.config.sft_open_unstated
+                keep_unstated = self.config.sft_open_unstated or self.config.sft_unstated_tag_only
                 train = train.filter(lambda row: keep_unstated or row.get("readable") is not False,
                                      desc="readable warm-up rows")
                 log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
                          sum(row.get("readable") is not False for row in train), len(data.train))
             if self.config.sft_open_fraction or self.config.sft_open_unstated:
                 train = self._with_open_questions(train)
+            if self.config.sft_unstated_tag_only:
+                # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
+                train = train.map(lambda row: {"answer_in_loss": row.get("readable") is not False},
+                                  desc="unstated rows: tag only")
+                log.info("warm-up: %d rows about unstated facts keep their answer out of the loss "
+                         "(task.sft_unstated_tag_only)", train["answer_in_loss"].count(False))
             return data if train is data.train else data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
 
@@ -349,7 +355,9 @@ class OracleTask(Task):
         rows, asked = [], 0
         for row in train.to_list():
             unstated = self._unstated(row)
-            if row.get("fact") and (unstated or rng.random() < self.config.sft_open_fraction):
+            # sft_unstated_tag_only keeps an unstated fact's row as its yes/no question (the answer out of the loss)
+            tag_only = self.config.sft_unstated_tag_only and row.get("readable") is False
+            if row.get("fact") and not tag_only and (unstated or rng.random() < self.config.sft_open_fraction):
                 confidence = parse_epistemic_status(row["completion"]).confidence
                 row = self.asked_openly(row, unstated_rng if unstated else rng)
                 row["completion"] = format_epistemic_status(confidence, row["answer"])

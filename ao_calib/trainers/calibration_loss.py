@@ -1,0 +1,105 @@
+"""``warmup.confidence_loss=calibration``: an SFT stage learns the stated number from the model's own chance of
+being right, in the same forward pass as the cross-entropy.
+
+The calibration reward charges a stated confidence ``conf`` with ``λ·(conf − informativeness)²``. Its expectation
+over the model's own distribution of the number's first digit d (each digit stands for one number, its value v(d)),
+with the informativeness replaced by ``c``, the model's probability of the row's target answer (teacher-forced,
+no gradient), is
+
+    L = Σ_d p(d) · (v(d)/100 − c)²,
+
+whose minimum over p puts all mass on the number nearest E[c | input]: a number that says how often the oracle is
+right on rows like this one, learned from every warm-up row at once instead of from sampled numbers in GRPO. A
+digit that begins none of the numbers costs the penalty's maximum, 1. On a row whose label is a coin flip the
+oracle cannot read (a fact the prompt does not state), c is its probability of whichever answer the coin chose,
+0.5 in expectation whatever it believes, so the number is pushed towards 50 there and towards its hit rate on
+the rows it reads.
+
+Only the number is trained by this term (c carries no gradient); the answer keeps its cross-entropy, unless a row
+marks its answer out of the loss (``answer_in_loss: false``, e.g. a coin-flip label), where c still counts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ao_calib.errors import AOCalibError
+
+COLUMNS = ("confidence_index", "answer_start", "answer_end")  # token indices in input_ids; -1: none
+
+
+def digit_token_ids(tokenizer) -> list[int]:
+    """The ids of the single-token digits "0".."9"; refused, clearly, for a tokenizer that does not split numbers
+    into digits (the first digit would then not be one token)."""
+    ids = []
+    for digit in "0123456789":
+        encoded = tokenizer.encode(digit, add_special_tokens=False)
+        if len(encoded) != 1:
+            raise AOCalibError(f"warmup.confidence_loss=calibration needs each digit to be one token; this tokenizer "
+                               f"writes {digit!r} as {len(encoded)} tokens: set warmup.confidence_loss=cross_entropy")
+        ids.append(encoded[0])
+    return ids
+
+
+def penalty_table(values: dict[int, int], c: torch.Tensor) -> torch.Tensor:
+    """``[rows, 10]``: the penalty (v(d)/100 − c)² of stating each first digit d on each row, 1 for a digit that
+    begins none of the numbers."""
+    table = torch.ones(c.numel(), 10, dtype=c.dtype, device=c.device)
+    for digit, number in values.items():
+        table[:, digit] = (number / 100 - c) ** 2
+    return table
+
+
+def expected_penalty(digit_logits: torch.Tensor, values: dict[int, int], c: torch.Tensor) -> torch.Tensor:
+    """Per row, Σ_d p(d)·penalty(d, c) with p the softmax over the ten digits' logits ``[rows, 10]``."""
+    return (digit_logits.float().softmax(-1) * penalty_table(values, c.float())).sum(-1)
+
+
+def expected_number(digit_logits: torch.Tensor, values: dict[int, int]) -> torch.Tensor:
+    """Per row, the number the first digit's distribution states on average (digits that begin none count 0)."""
+    weights = torch.zeros(10, dtype=torch.float32, device=digit_logits.device)
+    for digit, number in values.items():
+        weights[digit] = number / 100
+    return digit_logits.float().softmax(-1) @ weights
+
+
+class HiddenStates:
+    """A forward hook on the backbone that keeps its last output (the final hidden states), so positions can be
+    read through the LM head without a second pass (TRL's fused SFT loss returns no logits)."""
+
+    def __init__(self, backbone: torch.nn.Module):
+        self.backbone, self.states = backbone, None
+
+    def __enter__(self):
+        def keep(module, args, output):
+            self.states = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+
+        self.handle = self.backbone.register_forward_hook(keep)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: torch.Tensor, indices: dict,
+                     digit_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
+    """The mean of ``expected_penalty`` over the rows that have a number and an answer within their ids, and what
+    to log; None when the micro-batch has no such row."""
+    number_at, start, end = (indices[k] for k in COLUMNS)
+    rows = ((number_at > 0) & (start > 0) & (end > start)).nonzero().flatten().tolist()
+    if not rows:
+        return None
+    digits = torch.tensor(digit_ids, device=states.device)
+    digit_logits = lm_head(states[rows, number_at[rows] - 1])[:, digits]  # the state before the first digit
+    with torch.no_grad():
+        c = []
+        for row in rows:
+            a, b = int(start[row]), int(end[row])
+            logps = lm_head(states[row, a - 1:b - 1]).float().log_softmax(-1)
+            c.append(logps.gather(-1, input_ids[row, a:b, None]).sum().exp())
+        c = torch.stack(c)
+    penalty = expected_penalty(digit_logits, values, c)
+    with torch.no_grad():
+        stated = expected_number(digit_logits, values)
+    return penalty.mean(), {"calibration/penalty": penalty.mean().item(), "calibration/answer_probability":
+                            c.mean().item(), "calibration/stated_number": stated.mean().item()}

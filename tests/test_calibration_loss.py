@@ -1,0 +1,174 @@
+"""warmup.confidence_loss=calibration: the tag's first digit learned from the calibration penalty in expectation over
+its own distribution, against the model's probability of the target answer (ao_calib.trainers.calibration_loss)."""
+
+from __future__ import annotations
+
+import math
+
+import datasets
+import pytest
+import torch
+
+from ao_calib.calibration.contract import first_digit_values
+from ao_calib.config import compose_run_config
+from ao_calib.errors import AOCalibError
+from ao_calib.trainers import calibration_loss
+from ao_calib.trainers.config import ConfidenceLoss, SFTTrainerConfig
+from ao_calib.trainers.sft import tokenize_pairs
+
+NUMBERS = [0, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+
+
+def test_each_first_digit_stands_for_one_number():
+    assert first_digit_values(NUMBERS) == {0: 0, 2: 20, 3: 30, 4: 40, 5: 50, 6: 60, 7: 70, 8: 80, 9: 90, 1: 100}
+    assert first_digit_values([50, 60, 100]) == {5: 50, 6: 60, 1: 100}
+    with pytest.raises(ValueError, match="10 and 100 both begin with the digit 1"):
+        first_digit_values([0, 10, 100])
+    with pytest.raises(ValueError, match="not a confidence"):
+        first_digit_values([120])
+
+
+def test_the_expected_penalty_is_the_hand_computed_sum():
+    logits = torch.log(torch.tensor([[0.5, 0.2, 0.0, 0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 0.0]]) + 1e-12)
+    values = {0: 0, 1: 100, 5: 50}  # digits 2-4 and 6-9 begin no number: penalty 1
+    c = torch.tensor([0.9])
+    hand = 0.5 * (0 - 0.9) ** 2 + 0.2 * (1.0 - 0.9) ** 2 + 0.3 * (0.5 - 0.9) ** 2
+    assert calibration_loss.expected_penalty(logits, values, c).item() == pytest.approx(hand, abs=1e-6)
+    assert calibration_loss.expected_number(logits, values).item() == pytest.approx(0.2 + 0.15, abs=1e-6)
+    uniform = torch.zeros(1, 10)
+    assert calibration_loss.expected_penalty(uniform, values, c).item() == pytest.approx(
+        (0.81 + 0.01 + 0.16 + 7) / 10, abs=1e-6)
+
+
+def test_numbers_sharing_a_first_digit_are_refused_at_start_up_by_key():
+    from ao_calib.config import check_confidence_loss
+
+    base = ["experiment=oracle_smollm2", "warmup.confidence_loss=calibration"]
+    check_confidence_loss(compose_run_config(base))  # the task's default numbers (50-100) begin with distinct digits
+    with pytest.raises(AOCalibError, match=r"task.sft_confidences=\[0, 10, 100\] cannot run with "
+                                           r"warmup.confidence_loss=calibration: 10 and 100"):
+        check_confidence_loss(compose_run_config([*base, "task.sft_confidences=[0,10,100]"]))
+    check_confidence_loss(compose_run_config(["experiment=oracle_smollm2", "task.sft_confidences=[0,10,100]"]))
+    with pytest.raises(ValueError, match="confidence_loss=calibration: out of range with confidence_in_loss=false"):
+        SFTTrainerConfig(confidence_loss=ConfidenceLoss.calibration, confidence_in_loss=False)
+
+
+def rows(*completions, answer_in_loss=True):
+    return datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": "Is the user happy?"}],
+                                        "completion": text, "answer_in_loss": answer_in_loss}
+                                       for text in completions])
+
+
+def test_a_tokenizer_that_writes_a_number_as_one_token_is_refused(tiny_tokenizer):
+    with pytest.raises(AOCalibError, match="' 50' as one token"):
+        tokenize_pairs(rows("[epistemic status: 50] Yes"), tiny_tokenizer, {"enable_thinking": False}, 512,
+                       confidence_loss="calibration")
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer(smollm2_source):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_source)
+
+
+def learned(tokenizer, row) -> str:
+    return "".join(tokenizer.decode([i]) if m else "_" for i, m in zip(row["input_ids"], row["completion_mask"])
+                   if m or i in row["input_ids"][row["confidence_index"]:])
+
+
+@pytest.mark.parametrize("tag_fraction", [1.0, 0.0])
+def test_the_first_digit_leaves_the_cross_entropy_and_its_place_is_recorded(smollm2_tokenizer, tag_fraction):
+    """The first digit out of the mask in every row, the later digits in it in every row (so '1' learns '00'), the
+    rest of the tag as tag_loss_fraction says; the indices point at the first digit and the answer's tokens."""
+    encoded = tokenize_pairs(rows("[epistemic status: 100] Yes", "[epistemic status: 0] not stated"),
+                             smollm2_tokenizer, {}, 512, tag_loss_fraction=tag_fraction, confidence_loss="calibration")
+    for row, digit, answer in zip(encoded, ("1", "0"), (" Yes", " not stated")):
+        ids, mask = row["input_ids"], row["completion_mask"]
+        assert smollm2_tokenizer.decode([ids[row["confidence_index"]]]) == digit
+        assert mask[row["confidence_index"]] == 0
+        assert smollm2_tokenizer.decode(ids[row["answer_start"]:row["answer_end"]]) == answer
+        assert all(mask[row["answer_start"]:row["answer_end"]])
+        in_loss = smollm2_tokenizer.decode([i for i, m in zip(ids, mask) if m])
+        assert ("epistemic" in in_loss) == (tag_fraction == 1.0)
+    assert smollm2_tokenizer.decode([i for i, m in zip(encoded[0]["input_ids"], encoded[0]["completion_mask"])
+                                     if m]).count("0") == 2  # "100": the two later digits
+
+
+def test_a_row_can_keep_its_answer_out_of_the_loss(smollm2_tokenizer):
+    encoded = tokenize_pairs(rows("[epistemic status: 50] No", answer_in_loss=False), smollm2_tokenizer, {}, 512,
+                             confidence_loss="calibration")[0]
+    mask = encoded["completion_mask"]
+    assert not any(mask[encoded["answer_start"]:encoded["answer_end"]])
+    assert "No" not in smollm2_tokenizer.decode([i for i, m in zip(encoded["input_ids"], mask) if m])
+    cut = tokenize_pairs(rows("[epistemic status: 50] No"), smollm2_tokenizer, {}, encoded["answer_start"],
+                         confidence_loss="calibration")[0]  # max_length cuts the answer off
+    assert cut["answer_start"] == cut["answer_end"] == -1 and cut["confidence_index"] > 0
+
+
+@pytest.mark.slow
+def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_number(smollm2_source, tmp_path):
+    """On SmolLM2 (real weights, LoRA, TRL's SFTTrainer through build_sft_trainer): a stage with
+    warmup.confidence_loss=calibration trains and logs the term's figures. Then, on the trained model, the term
+    equals a hand computation from the full logits (the digit distribution before the first digit; the product of
+    the answer tokens' probabilities), and a few gradient steps on the term alone lower it and bring the number the
+    rows state on average closer to that probability (which is read again after each step: it carries no gradient,
+    and the answer's tokens move only with the weights they share with the number)."""
+    from ao_calib import models
+    from ao_calib.run_dir import RunDir
+    from ao_calib.task_api import TaskData
+    from ao_calib.trainers.common import TrainerSetup
+    from ao_calib.trainers.sft import build_sft_trainer
+
+    cfg = compose_run_config(["experiment=oracle_smollm2", "warmup.max_steps=2", "warmup.batch_size=2",
+                              "warmup.logging_steps=1", "warmup.confidence_loss=calibration", "warmup.max_length=64"])
+    model = models.attach_lora(models.load_base_model(cfg.model, smollm2_source), cfg.model, cfg.trainer.lora)
+    tokenizer = models.load_tokenizer(smollm2_source)
+    train = rows(*[f"[epistemic status: {n}] {'Yes' if n > 50 else 'No'}" for n in (20, 90, 100, 50)])
+    trainer = build_sft_trainer(TrainerSetup(cfg.model, model, tokenizer, TaskData(train, train), RunDir(tmp_path)),
+                                cfg.warmup, "warmup", [])
+    trainer.train()
+    logged = [r for r in trainer.state.log_history if "loss" in r]
+    assert len(logged) == 2
+    for record in logged:
+        assert 0 <= record["calibration/penalty"] <= 1 and 0 <= record["calibration/answer_probability"] <= 1
+        assert 0 <= record["calibration/stated_number"] <= 1
+
+    base = model.get_base_model()
+    encoded = tokenize_pairs(rows("[epistemic status: 90] Yes", "[epistemic status: 30] No"), tokenizer, {}, 512,
+                             confidence_loss="calibration")
+    length = max(len(r["input_ids"]) for r in encoded)
+    input_ids = torch.tensor([r["input_ids"] + [tokenizer.pad_token_id] * (length - len(r["input_ids"]))
+                              for r in encoded])
+    attention = torch.tensor([[1] * len(r["input_ids"]) + [0] * (length - len(r["input_ids"])) for r in encoded])
+    indices = {key: torch.tensor([r[key] for r in encoded]) for key in calibration_loss.COLUMNS}
+    digits = calibration_loss.digit_token_ids(tokenizer)
+    values = first_digit_values(NUMBERS)
+
+    def term():
+        with calibration_loss.HiddenStates(base.model) as hidden:
+            logits = model(input_ids=input_ids, attention_mask=attention).logits
+        value, logs = calibration_loss.calibration_term(hidden.states, base.lm_head, input_ids, indices, digits,
+                                                        values)
+        return value, logs, logits
+
+    value, logs, logits = term()
+    hand, probabilities = [], []
+    for row in range(2):
+        p = logits[row, indices["confidence_index"][row] - 1, digits].softmax(-1)
+        a, b = int(indices["answer_start"][row]), int(indices["answer_end"][row])
+        c = math.exp(sum(logits[row, t - 1].log_softmax(-1)[input_ids[row, t]].item() for t in range(a, b)))
+        probabilities.append(c)
+        hand.append(sum(p[d].item() * (values[d] / 100 - c) ** 2 for d in range(10)))
+    assert value.item() == pytest.approx(sum(hand) / 2, abs=1e-5)
+    assert logs["calibration/answer_probability"] == pytest.approx(sum(probabilities) / 2, abs=1e-5)
+
+    before = abs(logs["calibration/stated_number"] - logs["calibration/answer_probability"])
+    optimiser = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)  # the LoRA weights
+    for _ in range(3):
+        optimiser.zero_grad()
+        term()[0].backward()
+        optimiser.step()
+    after_value, after_logs, _ = term()
+    assert after_value.item() < value.item()
+    assert abs(after_logs["calibration/stated_number"] - after_logs["calibration/answer_probability"]) < before
