@@ -1,5 +1,6 @@
-"""warmup.confidence_loss=calibration: the tag's first digit learned from the calibration penalty in expectation over
-its own distribution, against the model's probability of the target answer (ao_calib.trainers.calibration_loss)."""
+"""warmup.confidence_loss=calibration: beside the drawn number's cross-entropy, the tag's first digit is trained by the
+calibration penalty in expectation over its own distribution, against the model's probability of the target answer
+(ao_calib.trainers.calibration_loss)."""
 
 from __future__ import annotations
 
@@ -72,27 +73,20 @@ def smollm2_tokenizer(smollm2_source):
     return AutoTokenizer.from_pretrained(smollm2_source)
 
 
-def learned(tokenizer, row) -> str:
-    return "".join(tokenizer.decode([i]) if m else "_" for i, m in zip(row["input_ids"], row["completion_mask"])
-                   if m or i in row["input_ids"][row["confidence_index"]:])
-
-
 @pytest.mark.parametrize("tag_fraction", [1.0, 0.0])
-def test_the_first_digit_leaves_the_cross_entropy_and_its_place_is_recorded(smollm2_tokenizer, tag_fraction):
-    """The first digit out of the mask in every row, the later digits in it in every row (so '1' learns '00'), the
-    rest of the tag as tag_loss_fraction says; the indices point at the first digit and the answer's tokens."""
+def test_the_number_stays_in_every_rows_cross_entropy_and_its_place_is_recorded(smollm2_tokenizer, tag_fraction):
+    """The drawn number's digits in the mask of every row (the prior the penalty moves), the rest of the tag as
+    tag_loss_fraction says; the indices point at the first digit and at the answer's tokens."""
     encoded = tokenize_pairs(rows("[epistemic status: 100] Yes", "[epistemic status: 0] not stated"),
                              smollm2_tokenizer, {}, 512, tag_loss_fraction=tag_fraction, confidence_loss="calibration")
-    for row, digit, answer in zip(encoded, ("1", "0"), (" Yes", " not stated")):
+    for row, number, answer in zip(encoded, ("100", "0"), (" Yes", " not stated")):
         ids, mask = row["input_ids"], row["completion_mask"]
-        assert smollm2_tokenizer.decode([ids[row["confidence_index"]]]) == digit
-        assert mask[row["confidence_index"]] == 0
+        at = row["confidence_index"]
+        assert smollm2_tokenizer.decode(ids[at:at + len(number)]) == number and all(mask[at:at + len(number)])
         assert smollm2_tokenizer.decode(ids[row["answer_start"]:row["answer_end"]]) == answer
         assert all(mask[row["answer_start"]:row["answer_end"]])
         in_loss = smollm2_tokenizer.decode([i for i, m in zip(ids, mask) if m])
-        assert ("epistemic" in in_loss) == (tag_fraction == 1.0)
-    assert smollm2_tokenizer.decode([i for i, m in zip(encoded[0]["input_ids"], encoded[0]["completion_mask"])
-                                     if m]).count("0") == 2  # "100": the two later digits
+        assert ("epistemic" in in_loss) == (tag_fraction == 1.0) and number in in_loss
 
 
 def test_a_row_can_keep_its_answer_out_of_the_loss(smollm2_tokenizer):

@@ -15,6 +15,14 @@ oracle cannot read (a fact the prompt does not state), c is its probability of w
 0.5 in expectation whatever it believes, so the number is pushed towards 50 there and towards its hit rate on
 the rows it reads.
 
+Alone, the term locks onto the first number it favours: its gradient for a digit is p(d) times that digit's
+penalty against the mean, which vanishes once one digit holds all the mass, and early in a warm-up, before the
+oracle reads, every row's c is alike (on SmolLM2 the number stayed at one value per seed, 50 or 70, while c rose
+from 0.5 to 0.8: BENCHMARKS.md). So the stage keeps the drawn number (from the whole scale, independent of the
+row) in the cross-entropy of every row: a prior that keeps every digit possible. Minimising both per input gives
+p(d) = u(d) / (μ + w·E[penalty(d)]) for prior u and a normaliser μ, whose most likely digit, for a uniform u, is
+the one nearest E[c | input]: what greedy decoding states.
+
 Only the number is trained by this term (c carries no gradient); the answer keeps its cross-entropy, unless a row
 marks its answer out of the loss (``answer_in_loss: false``, e.g. a coin-flip label), where c still counts.
 """

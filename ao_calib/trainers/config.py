@@ -206,13 +206,14 @@ class SFTTrainerConfig(TrainerConfig):
         "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
     confidence_loss: ConfidenceLoss = setting(
         ConfidenceLoss.cross_entropy, "How the tag's number NN is learned. cross_entropy: its digits are targets like "
-        "any token (the drawn number is copied). calibration: its first digit leaves the cross-entropy and is "
-        "trained by the calibration reward's penalty in expectation over the model's own distribution of that "
-        "digit, sum_d p(d) (value(d) - c)^2, where c is the model's own probability of the row's target answer "
-        "(teacher-forced, no gradient): the number learns the chance of being right from the same forward pass, "
-        "without sampling. Each first digit stands for one number, so the targets' numbers need distinct first "
-        "digits (e.g. 0, 20, 30, ..., 90, 100: 10 and 100 share theirs); the later digits stay in the "
-        "cross-entropy of every row, so '1' is followed by '00'.")
+        "any token (the drawn number is copied). calibration: besides that cross-entropy, now in every row's loss "
+        "(numbers drawn from the whole scale: a prior that keeps every value possible), the first digit is trained "
+        "by the calibration reward's penalty in expectation over the model's own distribution of that digit, "
+        "sum_d p(d) (value(d) - c)^2, where c is the model's own probability of the row's target answer "
+        "(teacher-forced, no gradient). The two together make the most likely digit the one whose number is nearest "
+        "the chance of being right on rows like this one (the penalty alone locks onto the first number it favours: "
+        "its gradient vanishes once one digit has all the mass). Each first digit stands for one number, so the "
+        "targets' numbers need distinct first digits (e.g. 0, 20, 30, ..., 90, 100: 10 and 100 share theirs).")
     calibration_loss_weight: float = setting(1.0, "Weight of confidence_loss=calibration's term beside the "
                                              "cross-entropy (which is a mean over tokens; the term a mean over "
                                              "rows).", allowed=above(0))
@@ -220,8 +221,8 @@ class SFTTrainerConfig(TrainerConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
-            raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the number's "
-                             "later digits are learned by the cross-entropy); allowed cross_entropy, or set "
+            raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the drawn "
+                             "number's cross-entropy is its prior); allowed cross_entropy, or set "
                              "confidence_in_loss=true")
 
 

@@ -42,8 +42,9 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     tokens of a leading tag's number NN when ``confidence_in_loss`` is false, without the whole tag in all but
     a ``tag_loss_fraction`` of the rows (chosen per row from ``seed``: the same rows on every run of that seed), and
     without the answer after the tag in rows marked ``answer_in_loss: false``. With ``confidence_loss=calibration``
-    the number's first digit leaves the mask (``ao_calib.trainers.calibration_loss`` trains it), its later digits
-    stay in it in every row, and each row records where its first digit and its answer are (``COLUMNS``)."""
+    the number's digits are in the mask of every row (the drawn numbers are the prior that
+    ``ao_calib.trainers.calibration_loss`` moves), and each row records where its first digit and its answer are
+    (``COLUMNS``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
     calibration = str(getattr(confidence_loss, "value", confidence_loss)) == "calibration"
 
@@ -74,8 +75,8 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
                     f"warmup.confidence_loss=calibration needs the number's first digit to be a token of its own; "
                     f"this tokenizer writes {text[slice(*offsets[first_digit])]!r} as one token (row {index}): set "
                     "warmup.confidence_loss=cross_entropy")
-            later = overlapping((number[0] + 1, number[1]))
-            out = [i == first_digit or (o and not d) for i, (o, d) in enumerate(zip(out, later))]
+            digits = overlapping(number)
+            out = [o and not d for o, d in zip(out, digits)]
         mask = [0 if o else 1 for o in out]
         ids = (prompt_ids + completion_ids)[:max_length]
         encoded = {"input_ids": ids, "completion_mask": ([0] * len(prompt_ids) + mask)[:max_length]}
