@@ -420,6 +420,40 @@ def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
         assert parse_epistemic_status(row["completion"]).answer == NOT_STATED
 
 
+def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(tmp_path):
+    """task.sft_unstated_tag_only with sft_readable_only: the readable rows stay exactly as without it (yes/no or
+    open, the same draws) with the answer in the loss; every unstated row comes back as its own yes/no question
+    marked answer_in_loss=false (its coin-flip answer leaves the loss, its tag stays); with sft_open_unstated:
+    refused."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    def warmup(tag_only: bool):
+        cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
+                                  "task.sft_readable_only=true", "task.sft_open_fraction=0.5",
+                                  f"task.sft_unstated_tag_only={str(tag_only).lower()}", f"paths.cache_dir={tmp_path}"])
+        source = models.model_source(cfg.model, cfg.paths.cache_dir)
+        task = build_task(cfg)
+        data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+        return data.train.to_list(), task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data,
+                                                      None).train.to_list()
+
+    built, without = warmup(False)
+    _, with_unstated = warmup(True)
+    unstated = [r for r in built if r["readable"] is False]
+    readable = [r for r in with_unstated if r["readable"] is not False]
+    assert unstated and all(r["answer_in_loss"] for r in readable)
+    assert [{k: v for k, v in r.items() if k != "answer_in_loss"} for r in readable] == without
+    kept = [r for r in with_unstated if r["readable"] is False]
+    assert [{k: v for k, v in r.items() if k != "answer_in_loss"} for r in kept] == unstated
+    assert all(r["answer_in_loss"] is False and r["answer"] in ("Yes", "No") for r in kept)
+    with pytest.raises(Exception, match="sft_unstated_tag_only=true: out of range with sft_open_unstated=true"):
+        compose_run_config(["experiment=oracle_tiny", "task.sft_unstated_tag_only=true", "task.sft_open_unstated=true"])
+
+
 def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage_only(tmp_path):
     """task.rl_unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
     until they make that share; task.rl_none_fraction then adds copies whose activation id names random vectors
