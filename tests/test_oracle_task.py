@@ -386,30 +386,34 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
         compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])
 
 
+def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
+    """The training rows oracle_tiny builds (70 % of facts stated) and the rows its SFT warm-up trains on with
+    sft_readable_only and sft_open_fraction=0.5, plus ``overrides``."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.task_api import build_task
+
+    cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
+                              "task.sft_readable_only=true", "task.sft_open_fraction=0.5", *overrides,
+                              f"paths.cache_dir={tmp_path}"])
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    task = build_task(cfg)
+    data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+    return data.train.to_list(), task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data,
+                                                  None).train.to_list()
+
+
 def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
     """task.sft_open_unstated with sft_readable_only: every readable row stays as it was (yes/no or open, the same
     rows sft_open_fraction chose without the option) and every unstated row is asked as the open question about its
     fact, answered "not stated", never as its coin-flip yes/no question."""
-    from omegaconf import OmegaConf
-
-    from ao_calib import models
     from ao_calib.calibration import parse_epistemic_status
-    from ao_calib.config import compose_run_config
-    from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.generate import NOT_STATED, OPEN_QUESTIONS
 
-    def warmup(unstated: bool):
-        cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
-                                  "task.sft_readable_only=true", "task.sft_open_fraction=0.5",
-                                  f"task.sft_open_unstated={str(unstated).lower()}", f"paths.cache_dir={tmp_path}"])
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
-        task = build_task(cfg)
-        data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
-        return data.train.to_list(), task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data,
-                                                      None).train.to_list()
-
-    built, without = warmup(False)
-    _, with_unstated = warmup(True)
+    built, without = readable_only_warmup(tmp_path)
+    _, with_unstated = readable_only_warmup(tmp_path, "task.sft_open_unstated=true")
     unstated = [r for r in built if r["readable"] is False]
     assert unstated and all(r["readable"] is not False for r in without)
     assert [r for r in with_unstated if r["readable"] is not False] == without
@@ -425,24 +429,10 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
     open, the same draws) with the answer in the loss; every unstated row comes back as its own yes/no question
     marked answer_in_loss=false (its coin-flip answer leaves the loss, its tag stays); with sft_open_unstated:
     refused."""
-    from omegaconf import OmegaConf
-
-    from ao_calib import models
     from ao_calib.config import compose_run_config
-    from ao_calib.task_api import build_task
 
-    def warmup(tag_only: bool):
-        cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
-                                  "task.sft_readable_only=true", "task.sft_open_fraction=0.5",
-                                  f"task.sft_unstated_tag_only={str(tag_only).lower()}", f"paths.cache_dir={tmp_path}"])
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
-        task = build_task(cfg)
-        data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
-        return data.train.to_list(), task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data,
-                                                      None).train.to_list()
-
-    built, without = warmup(False)
-    _, with_unstated = warmup(True)
+    built, without = readable_only_warmup(tmp_path)
+    _, with_unstated = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
     unstated = [r for r in built if r["readable"] is False]
     readable = [r for r in with_unstated if r["readable"] is not False]
     assert unstated and all(r["answer_in_loss"] for r in readable)
