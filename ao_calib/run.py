@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_confidence_loss, check_credit_rule, check_generation_backend, check_shared_prefix,
-                             check_values, eval_max_new_tokens, eval_token_budget, register_schemas, run_stages, unknown_keys,
-                             validate_plugins)
+                             check_values, eval_max_new_tokens, eval_token_budget, register_schemas, run_stages,
+                             unknown_keys, validate_plugins)
 from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
