@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import distributed
 from ao_calib.errors import AOCalibError
@@ -39,6 +39,11 @@ def check_stages(cfg: DictConfig) -> None:
             "would build its own DeepSpeed engine over the one partitioned model. Use conf/accelerate/fsdp2.yaml "
             "(both stages share one sharded model), or drop the warm-up and start from a finished run's adapter "
             "(trainer.init_from=<run directory>)")
+    loss = OmegaConf.select(cfg, "warmup.confidence_loss", default=None)
+    if str(getattr(loss, "value", loss)) == "calibration" and distributed.sharded():
+        raise AOCalibError("warmup.confidence_loss=calibration cannot run on a sharded model (FSDP, DeepSpeed): its "
+                           "term reads the LM head outside the sharded forward pass; set "
+                           "warmup.confidence_loss=cross_entropy or launch without a sharding config")
 
 
 def prepare(model, bf16: bool):

@@ -40,3 +40,14 @@ def test_the_check_reads_the_launch(monkeypatch):
         monkeypatch.setenv(key, value)
     with pytest.raises(AOCalibError, match="warmup=sft"):
         sharding.check_stages(cfg)
+
+
+def test_the_calibration_warm_up_loss_is_refused_on_a_sharded_model(monkeypatch):
+    """warmup.confidence_loss=calibration reads the LM head outside the forward pass: refused under FSDP at
+    start-up, kept on one process."""
+    cfg = compose_run_config(["experiment=oracle_smollm2", "warmup.confidence_loss=calibration"])
+    sharding.check_stages(cfg)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(AOCalibError, match="warmup.confidence_loss=calibration cannot run on a sharded model"):
+        sharding.check_stages(cfg)
+    sharding.check_stages(compose_run_config(["experiment=oracle_smollm2"]))
