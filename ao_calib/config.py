@@ -447,7 +447,7 @@ def check_confidence_loss(cfg) -> None:
 
     loss = OmegaConf.select(cfg, "warmup.confidence_loss", default=None)
     numbers = OmegaConf.select(cfg, "task.sft_confidences", default=None)
-    if str(getattr(loss, "value", loss)) != "calibration" or numbers is None:
+    if loss != "calibration" or numbers is None:  # a str enum member equals its value
         return
     try:
         first_digit_values(numbers)

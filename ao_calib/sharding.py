@@ -40,7 +40,7 @@ def check_stages(cfg: DictConfig) -> None:
             "(both stages share one sharded model), or drop the warm-up and start from a finished run's adapter "
             "(trainer.init_from=<run directory>)")
     loss = OmegaConf.select(cfg, "warmup.confidence_loss", default=None)
-    if str(getattr(loss, "value", loss)) == "calibration" and distributed.sharded():
+    if loss == "calibration" and distributed.sharded():  # a str enum member equals its value
         raise AOCalibError("warmup.confidence_loss=calibration cannot run on a sharded model (FSDP, DeepSpeed): its "
                            "term reads the LM head outside the sharded forward pass; set "
                            "warmup.confidence_loss=cross_entropy or launch without a sharding config")

@@ -111,7 +111,7 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
     from ao_calib import models
     from ao_calib.run_dir import RunDir
     from ao_calib.task_api import TaskData
-    from ao_calib.trainers.common import TrainerSetup
+    from ao_calib.trainers.common import BackboneStates, TrainerSetup
     from ao_calib.trainers.sft import build_sft_trainer
 
     cfg = compose_run_config(["experiment=oracle_smollm2", "warmup.max_steps=2", "warmup.batch_size=2",
@@ -140,10 +140,10 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
     values = first_digit_values(NUMBERS)
 
     def term():
-        with calibration_loss.HiddenStates(base.model) as hidden:
+        with BackboneStates(base.model) as hidden:
             logits = model(input_ids=input_ids, attention_mask=attention).logits
-        value, logs = calibration_loss.calibration_term(hidden.states, base.lm_head, input_ids, indices, digits,
-                                                        values)
+        value, logs = calibration_loss.calibration_term(torch.cat(hidden.outputs), base.lm_head, input_ids, indices,
+                                                        digits, values)
         return value, logs, logits
 
     value, logs, logits = term()

@@ -71,24 +71,6 @@ def expected_number(digit_logits: torch.Tensor, values: dict[int, int]) -> torch
     return digit_logits.float().softmax(-1) @ weights
 
 
-class HiddenStates:
-    """A forward hook on the backbone that keeps its last output (the final hidden states), so positions can be
-    read through the LM head without a second pass (TRL's fused SFT loss returns no logits)."""
-
-    def __init__(self, backbone: torch.nn.Module):
-        self.backbone, self.states = backbone, None
-
-    def __enter__(self):
-        def keep(module, args, output):
-            self.states = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-
-        self.handle = self.backbone.register_forward_hook(keep)
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.remove()
-
-
 def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: torch.Tensor, indices: dict,
                      digit_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
     """The mean of ``expected_penalty`` over the rows that have a number and an answer within their ids, and what

@@ -1,7 +1,8 @@
 """What every trainer shares: what it is built from (``TrainerSetup``), the TrainingArguments fields the stage
 config sets, the sampling fields of the online-RL trainers (GRPO, RLOO, PPO), the mixin that keeps sampled
 completions in the run's completions file and logs the advantage spread, and checkpoints that are either whole or
-absent (written under a temporary name, renamed when complete; checked before a resume)."""
+absent (written under a temporary name, renamed when complete; checked before a resume); and the final hidden
+states of a pass, read by a hook on the backbone (PPO's critic, the SFT calibration term)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 from omegaconf import DictConfig
@@ -49,6 +50,31 @@ class TrainerSetup:
     def reward_funcs(self) -> list[RewardFn]:
         """The mix's functions in the schedule's order (the order of the weight vector)."""
         return [self.reward_fns[name] for name in self.schedule.names]
+
+
+def peft_base(model):
+    """The transformers model under a PEFT wrapper (the model itself when it has none): its ``base_model`` is the
+    backbone and ``get_output_embeddings()`` the LM head."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+class BackboneStates:
+    """A forward hook on a backbone, for a ``with`` block: ``outputs`` keeps the final hidden states of every call
+    in order (a chunked pass calls it once a chunk), so TRL's fused loss, which returns no hidden states or logits,
+    needs no second pass."""
+
+    def __init__(self, backbone: torch.nn.Module):
+        self.backbone, self.outputs = backbone, []
+
+    def __enter__(self) -> Self:
+        def keep(module, args, output):
+            self.outputs.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
+
+        self.handle = self.backbone.register_forward_hook(keep)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
 
 
 def uses_bf16(model_config) -> bool:

@@ -26,8 +26,8 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
-from ao_calib.trainers.common import (TrainerSetup, build_online_trainer, sampling_kwargs, stage_batches,
-                                      training_kwargs)
+from ao_calib.trainers.common import (BackboneStates, TrainerSetup, build_online_trainer, peft_base, sampling_kwargs,
+                                      stage_batches, training_kwargs)
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
 
@@ -102,7 +102,7 @@ class PPOTrainer(AOGRPOTrainer):
         if self.use_vllm:
             raise AOCalibError("trainer=ppo generates with the training model; vLLM is not supported")
         model = self.accelerator.unwrap_model(self.model)
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = peft_base(model)
         # TRL's fused log-prob forward runs this backbone then the LM head; its output is the critic's input.
         self._backbone = base.base_model
         hidden = base.config.get_text_config().hidden_size
@@ -127,18 +127,11 @@ class PPOTrainer(AOGRPOTrainer):
     def _logps_and_values(self, model, input_ids, attention_mask, logits_to_keep: int, compute_entropy=False):
         """Per-token log-probs of the completion tokens under ``model`` and the critic's value of the state before
         each of them, from one forward pass."""
-        states: list[torch.Tensor] = []
-
-        def keep_hidden(module, args, output):
-            states.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
-
-        handle = self._backbone.register_forward_hook(keep_hidden)
-        try:
+        with BackboneStates(self._backbone) as states:
             logps, entropies, _ = self._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, compute_entropy=compute_entropy)
-        finally:
-            handle.remove()
-        hidden = torch.cat(states)[:, -logits_to_keep - 1:-1]  # the position that predicts each completion token
+        # the position that predicts each completion token
+        hidden = torch.cat(states.outputs)[:, -logits_to_keep - 1:-1]
         values = self.value_head(hidden.float()).squeeze(-1)
         return logps, values, entropies
 

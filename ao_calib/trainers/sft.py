@@ -20,7 +20,8 @@ from ao_calib.errors import AOCalibError
 from ao_calib.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers import calibration_loss
-from ao_calib.trainers.common import AtomicCheckpointMixin, TrainerSetup, stage_batches, training_kwargs
+from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,
+                                      training_kwargs)
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     ``ao_calib.trainers.calibration_loss`` moves), and each row records where its first digit and its answer are
     (``COLUMNS``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
-    calibration = str(getattr(confidence_loss, "value", confidence_loss)) == "calibration"
+    calibration = confidence_loss == "calibration"  # ConfidenceLoss is a str enum: its members equal their values
 
     def encode(row, index):
         prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
@@ -60,9 +61,8 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
         def overlapping(span):
             return [span is not None and start < span[1] and end > span[0] for start, end in offsets]
 
-        out = overlapping(tag_span(text) if not with_tag else confidence_span(text) if not confidence_in_loss
-                          else None)
         number, tag = confidence_span(text), tag_span(text)
+        out = overlapping(tag if not with_tag else number if not confidence_in_loss else None)
         answer = (tag[1] if tag else 0, len(text))
         in_answer = [start >= answer[0] and end <= answer[1] and end > start for start, end in offsets]
         if row.get("answer_in_loss") is False:
@@ -138,15 +138,19 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         indices = {key: inputs.pop(key) for key in calibration_loss.COLUMNS if key in inputs}
         vectors, positions = inputs.pop("steer_vectors", None), inputs.pop("steer_positions", None)
+        hidden = None
         with contextlib.ExitStack() as stack:
             if vectors is not None:
                 stack.enter_context(self.steering.context(model, SteeringBatch(vectors, positions), "sft"))
-            hidden = stack.enter_context(calibration_loss.HiddenStates(self._backbone())) if indices else None
+            if indices:
+                base = peft_base(self.accelerator.unwrap_model(self.model))
+                hidden = stack.enter_context(BackboneStates(base.base_model))
             result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if hidden is None:
             return result
-        term = calibration_loss.calibration_term(hidden.states, self._lm_head(), inputs["input_ids"], indices,
-                                                 self.calibration.digit_ids, self.calibration.values)
+        term = calibration_loss.calibration_term(torch.cat(hidden.outputs), base.get_output_embeddings(),
+                                                 inputs["input_ids"], indices, self.calibration.digit_ids,
+                                                 self.calibration.values)
         if term is None:
             return result
         value, logs = term
@@ -157,16 +161,6 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
         steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
         extra = self.calibration.weight * value / steps
         return (result[0] + extra, *result[1:]) if return_outputs else result + extra
-
-    def _base_model(self):
-        model = self.accelerator.unwrap_model(self.model)
-        return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-    def _backbone(self) -> torch.nn.Module:
-        return self._base_model().base_model
-
-    def _lm_head(self) -> torch.nn.Module:
-        return self._base_model().get_output_embeddings()
 
 
 def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
@@ -185,7 +179,6 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
     chat_kwargs = plain(setup.model_config.chat_template_kwargs)
     # the schema's defaults for a stage saved before these keys existed
     confidence_loss = stage.get("confidence_loss", default_of(SFTTrainerConfig, "confidence_loss"))
-    confidence_loss = str(getattr(confidence_loss, "value", confidence_loss))
     train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
                            confidence_in_loss=stage.get("confidence_in_loss",
                                                         default_of(SFTTrainerConfig, "confidence_in_loss")),
