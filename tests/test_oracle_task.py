@@ -444,6 +444,46 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
         compose_run_config(["experiment=oracle_tiny", "task.sft_unstated_tag_only=true", "task.sft_open_unstated=true"])
 
 
+def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alone_in_the_loss(tmp_path):
+    """task.sft_none_fraction: the warm-up's own rows stay exactly as without it (the same open-question draws);
+    copies of its yes/no rows, that share of the whole, inject random vectors of the norms of the row's own (the
+    same vectors every time), stay yes/no questions and keep their answer out of the loss. Refused without an SFT
+    warm-up."""
+    import torch
+
+    from ao_calib.config import compose_run_config
+    from ao_calib.errors import AOCalibError
+    from ao_calib.task_api import build_task
+    from ao_calib_tasks.oracle.task import NONE_ID_PREFIX, OracleTask
+
+    built, without = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
+    seen = []
+    original = OracleTask.warmup_data
+    OracleTask.warmup_data = lambda self, *a: seen.append(self) or original(self, *a)  # to read its steering
+    try:
+        _, rows = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
+    finally:
+        OracleTask.warmup_data = original
+    noise = [r for r in rows if r["activation_id"].startswith(NONE_ID_PREFIX)]
+    assert [r for r in rows if r not in noise] == without
+    assert len(noise) / len(rows) == pytest.approx(0.2, abs=1 / len(rows))
+    yes_no = {(r["activation_id"], r["question"], r["answer"]) for r in built}  # each before any open question
+    store = seen[0]._steering.store
+    for row in noise:
+        assert (row["activation_id"][len(NONE_ID_PREFIX):], row["question"], row["answer"]) in yes_no
+        assert row["answer_in_loss"] is False and row["readable"] is False
+        injected = store[row["activation_id"]][row["source_layer"]]
+        own = store[row["activation_id"][len(NONE_ID_PREFIX):]][row["source_layer"]]
+        assert injected.shape == own.shape and not torch.allclose(injected, own)
+        assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
+    _, again = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
+    assert again == rows
+    for overrides in (["warmup=format"], ["trainer=grpo"]):  # the last: no warm-up
+        with pytest.raises(AOCalibError, match="task.sft_none_fraction=0.2 adds rows to an SFT warm-up"):
+            build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label",
+                                           "task.sft_none_fraction=0.2", *overrides]))
+
+
 def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage_only(tmp_path):
     """task.rl_unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
     until they make that share; task.rl_none_fraction then adds copies whose activation id names random vectors

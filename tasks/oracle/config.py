@@ -184,6 +184,13 @@ class OracleTaskConfig(TaskConfig):
         "their tag in it: with warmup.confidence_loss=calibration the number learns, from the oracle's own "
         "probability of the coin's answer, that it is right about half the time there. Training rows only; not "
         "with sft_open_unstated, which asks those rows openly instead.")
+    sft_none_fraction: float = setting(
+        0.0, "The share of warmup=sft's rows whose activations carry nothing: copies of its yes/no rows (each at most "
+        "once, chosen by the data seed) with random vectors of the same norms injected in place of the prompt's (the "
+        "`none` condition of the evaluation), asked as yes/no questions with the answer out of the loss (no input "
+        "tells it) and the tag in it: with warmup.confidence_loss=calibration the number learns, from the oracle's "
+        "own probability of that answer, how often it is right when it reads nothing. Train split only.",
+        allowed=within(0, 0.5))
     rl_none_fraction: float = setting(
         0.0, "The share of the RL stage's training rows (GRPO) whose activations carry nothing: copies of training "
         "rows (each row at most once, chosen by the data seed) with random vectors of the same norms injected in "

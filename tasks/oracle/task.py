@@ -59,6 +59,11 @@ class OracleTask(Task):
                 raise AOCalibError(f"task.{key}={getattr(config, key)} shapes the rows of an RL stage, but the main "
                                    f"stage is trainer=sft; set task.{key}=0 or use an RL trainer")
 
+        if config.sft_none_fraction and context.stages and not (len(context.stages) > 1
+                                                               and context.stages[0] == "sft"):
+            raise AOCalibError(f"task.sft_none_fraction={config.sft_none_fraction} adds rows to an SFT warm-up, and "
+                               f"this run's stages are {list(context.stages)}: use warmup=sft or set it to 0")
+
     @property
     def data_seed(self) -> int:
         """The generator's seed: ``task.data.generate.seed`` when set, else the run's ``trainer.seed``."""
@@ -158,7 +163,7 @@ class OracleTask(Task):
         if not (self.config.rl_none_fraction or self.config.rl_unreadable_fraction):
             return data
         train = self._with_unreadable_share(data.train.to_list())
-        train += self._none_rows(train, self._steering.store)
+        train += self._none_rows(train, self._steering.store, self.config.rl_none_fraction, "rl_none")
         return data.with_train(datasets.Dataset.from_list(train))
 
     def _with_unreadable_share(self, train: list[dict]) -> list[dict]:
@@ -178,13 +183,13 @@ class OracleTask(Task):
                  len(unreadable), keep, len(readable))
         return [row for i, row in enumerate(train) if i in kept]
 
-    def _none_rows(self, train: list[dict], store: dict) -> list[dict]:
-        """``task.rl_none_fraction``: copies of training rows whose activation id names random vectors of the norms
-        of the row's own (added to ``store``), so that they make that share of the training rows."""
-        fraction = self.config.rl_none_fraction
+    def _none_rows(self, train: list[dict], store: dict, fraction: float, key: str) -> list[dict]:
+        """``task.rl_none_fraction`` / ``task.sft_none_fraction`` (``key``): copies of training rows whose activation
+        id names random vectors of the norms of the row's own (added to ``store``), so that they make that share of
+        the training rows."""
         if not fraction:
             return []
-        rng = random.Random(f"rl_none:{self.data_seed}")
+        rng = random.Random(f"{key}:{self.data_seed}")
         picked = rng.sample(train, round(len(train) * fraction / (1 - fraction)))
         rows = []
         for row in picked:
@@ -192,8 +197,8 @@ class OracleTask(Task):
             layer = int(row["source_layer"])
             store.setdefault(aid, {})[layer] = noise_like(store[row["activation_id"]][layer], f"train:{aid}:{layer}")
             rows.append({**row, "activation_id": aid, **({"readable": False} if "readable" in row else {})})
-        log.info("RL training rows: %d of %d carry random vectors in place of activations (task.rl_none_fraction)",
-                 len(rows), len(train) + len(rows))
+        log.info("%s training rows: %d of %d carry random vectors in place of activations (task.%s_fraction)",
+                 "RL" if key == "rl_none" else "warm-up", len(rows), len(train) + len(rows), key)
         return rows
 
     def _wildchat_rows(self) -> tuple[list[dict], list[dict]]:
@@ -325,11 +330,19 @@ class OracleTask(Task):
                                      desc="readable warm-up rows")
                 log.info("warm-up: %d of %d training rows hold their answer in the prompt (task.sft_readable_only)",
                          sum(row.get("readable") is not False for row in train), len(data.train))
+            if self.config.sft_none_fraction:
+                rows = train.to_list()
+                none = self._none_rows(rows, self._steering.store, self.config.sft_none_fraction, "sft_none")
+                # the label of a row that reads nothing is a coin flip to the oracle: its tag learns, its answer not
+                train = datasets.Dataset.from_list([{**row, "answer_in_loss": row.get("answer_in_loss", True)}
+                                                    for row in rows] + [{**row, "answer_in_loss": False}
+                                                                        for row in none])
             if self.config.sft_open_fraction or self.config.sft_open_unstated:
                 train = self._with_open_questions(train)
             if self.config.sft_unstated_tag_only:
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
-                train = train.map(lambda row: {"answer_in_loss": row.get("readable") is not False},
+                train = train.map(lambda row: {"answer_in_loss": row.get("readable") is not False
+                                               and row.get("answer_in_loss") is not False},
                                   desc="unstated rows: tag only")
                 log.info("warm-up: %d rows about unstated facts keep their answer out of the loss "
                          "(task.sft_unstated_tag_only)", train["answer_in_loss"].count(False))
@@ -356,7 +369,8 @@ class OracleTask(Task):
         for row in train.to_list():
             unstated = self._unstated(row)
             # sft_unstated_tag_only keeps an unstated fact's row as its yes/no question (the answer out of the loss)
-            tag_only = self.config.sft_unstated_tag_only and row.get("readable") is False
+            tag_only = (self.config.sft_unstated_tag_only and row.get("readable") is False
+                        or row["activation_id"].startswith(NONE_ID_PREFIX))  # random vectors: stays yes/no
             if row.get("fact") and not tag_only and (unstated or rng.random() < self.config.sft_open_fraction):
                 confidence = parse_epistemic_status(row["completion"]).confidence
                 row = self.asked_openly(row, unstated_rng if unstated else rng)
