@@ -314,7 +314,8 @@ class OracleTask(Task):
     # --------------------------------------------------------------------------------------- warm-up
 
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
-        """``warmup=sft``: the training rows, or only the readable ones (``task.sft_readable_only``).
+        """``warmup=sft``: the training rows, or only the readable ones (``task.sft_readable_only``), plus copies that
+        inject random vectors (``task.sft_none_fraction``).
         ``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
         each answer keeps its words and gets a tag: 100 × the judge's mean informativeness of the own answers of
         its kind (``confidence=kind_mean``, a calibrated start, moved by up to ``confidence_jitter`` so that groups
@@ -344,8 +345,9 @@ class OracleTask(Task):
                 train = train.map(lambda row: {"answer_in_loss": row.get("readable") is not False
                                                and row.get("answer_in_loss") is not False},
                                   desc="unstated rows: tag only")
-                log.info("warm-up: %d rows about unstated facts keep their answer out of the loss "
-                         "(task.sft_unstated_tag_only)", train["answer_in_loss"].count(False))
+                log.info("warm-up: %d rows keep their answer out of the loss (unstated facts: "
+                         "task.sft_unstated_tag_only; random vectors: task.sft_none_fraction)",
+                         train["answer_in_loss"].count(False))
             return data if train is data.train else data.with_train(train)
         from ao_calib.evaluation.generation import generate_completions
 
