@@ -103,7 +103,8 @@ def test_a_row_can_keep_its_answer_out_of_the_loss(smollm2_tokenizer):
 @pytest.mark.slow
 def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_number(smollm2_source, tmp_path):
     """On SmolLM2 (real weights, LoRA, TRL's SFTTrainer through build_sft_trainer): a stage with
-    warmup.confidence_loss=calibration trains and logs the term's figures. Then, on the trained model, the term
+    warmup.confidence_loss=calibration trains and logs the term's figures, from the step warmup.calibration_loss_start
+    names (the first of three left out). Then, on the trained model, the term
     equals a hand computation from the full logits (the digit distribution before the first digit; the product of
     the answer tokens' probabilities), and a few gradient steps on the term alone lower it and bring the number the
     rows state on average closer to that probability (which is read again after each step: it carries no gradient,
@@ -114,8 +115,9 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
     from ao_calib.trainers.common import BackboneStates, TrainerSetup
     from ao_calib.trainers.sft import build_sft_trainer
 
-    cfg = compose_run_config(["experiment=oracle_smollm2", "warmup.max_steps=2", "warmup.batch_size=2",
-                              "warmup.logging_steps=1", "warmup.confidence_loss=calibration", "warmup.max_length=64"])
+    cfg = compose_run_config(["experiment=oracle_smollm2", "warmup.max_steps=3", "warmup.batch_size=2",
+                              "warmup.logging_steps=1", "warmup.confidence_loss=calibration", "warmup.max_length=64",
+                              "warmup.calibration_loss_start=0.3"])
     model = models.attach_lora(models.load_base_model(cfg.model, smollm2_source), cfg.model, cfg.trainer.lora)
     tokenizer = models.load_tokenizer(smollm2_source)
     train = rows(*[f"[epistemic status: {n}] {'Yes' if n > 50 else 'No'}" for n in (20, 90, 100, 50)])
@@ -123,8 +125,8 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
                                 cfg.warmup, "warmup", [])
     trainer.train()
     logged = [r for r in trainer.state.log_history if "loss" in r]
-    assert len(logged) == 2
-    for record in logged:
+    assert len(logged) == 3 and not any(key.startswith("calibration/") for key in logged[0])
+    for record in logged[1:]:
         assert 0 <= record["calibration/penalty"] <= 1 and 0 <= record["calibration/answer_probability"] <= 1
         assert 0 <= record["calibration/stated_number"] <= 1
 

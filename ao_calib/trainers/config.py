@@ -217,6 +217,12 @@ class SFTTrainerConfig(TrainerConfig):
     calibration_loss_weight: float = setting(1.0, "Weight of confidence_loss=calibration's term beside the "
                                              "cross-entropy (which is a mean over tokens; the term a mean over "
                                              "rows).", allowed=above(0))
+    calibration_loss_start: float = setting(
+        0.0, "The share of the stage's max_steps before confidence_loss=calibration's term joins the loss (0: from "
+        "the first step). The term learns the number from the model's chance of being right, which says nothing "
+        "about a row until the model reads; from the first step, while every row's chance is alike, the number "
+        "settles on one value for all of them. Until then the number is learned by its cross-entropy alone.",
+        allowed=within(0, 1, high_open=True))
 
     def __post_init__(self):
         super().__post_init__()

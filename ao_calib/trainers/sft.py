@@ -124,6 +124,7 @@ class CalibrationLoss(NamedTuple):
     digit_ids: list[int]
     values: dict[int, int]  # first digit -> the number it begins
     weight: float
+    start_step: int = 0  # optimiser steps before the term joins the loss
 
 
 class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -137,6 +138,8 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         indices = {key: inputs.pop(key) for key in calibration_loss.COLUMNS if key in inputs}
+        if indices and self.state.global_step < self.calibration.start_step:
+            indices = {}  # warmup.calibration_loss_start: the number learns from its cross-entropy alone so far
         vectors, positions = inputs.pop("steer_vectors", None), inputs.pop("steer_positions", None)
         hidden = None
         with contextlib.ExitStack() as stack:
@@ -187,12 +190,14 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                            seed=setup.seed, confidence_loss=confidence_loss)
     calibration = None
     if confidence_loss == "calibration":
+        start = float(stage.get("calibration_loss_start", default_of(SFTTrainerConfig, "calibration_loss_start")))
         calibration = CalibrationLoss(calibration_loss.digit_token_ids(setup.tokenizer),
                                       target_number_values(setup.data.train),
                                       float(stage.get("calibration_loss_weight",
-                                                      default_of(SFTTrainerConfig, "calibration_loss_weight"))))
-        log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss), each "
-                 "digit read as %s", stage_name, calibration.values)
+                                                      default_of(SFTTrainerConfig, "calibration_loss_weight"))),
+                                      start_step=round(start * stage.max_steps) if stage.max_steps else 0)
+        log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss) from step "
+                 "%d, each digit read as %s", stage_name, calibration.start_step, calibration.values)
     return AOSFTTrainer(
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),
