@@ -197,7 +197,8 @@ class OracleTaskConfig(TaskConfig):
         "place of the prompt's (the `none` condition of the evaluation). On them no answer beats a coin flip, so the "
         "calibration reward teaches the oracle to state about chance when its input holds nothing; on a bed where "
         "most rows are readable, the pushes towards 100 otherwise outnumber those towards chance. Train split only; "
-        "the warm-up never sees them (task.sft_none_fraction gives it its own). Counted after task.rl_unreadable_fraction has chosen the rows.",
+        "the warm-up never sees them (task.sft_none_fraction gives it its own). Counted after "
+        "task.rl_unreadable_fraction has chosen the rows.",
         allowed=within(0, 0.5))
     rl_unreadable_fraction: float = setting(
         0.0, "The share of the RL stage's training rows (GRPO) about facts the prompt does not state (`readable: "

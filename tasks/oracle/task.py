@@ -58,7 +58,6 @@ class OracleTask(Task):
                 # checked here, before any model loads: SFT would imitate coin-flip labels
                 raise AOCalibError(f"task.{key}={getattr(config, key)} shapes the rows of an RL stage, but the main "
                                    f"stage is trainer=sft; set task.{key}=0 or use an RL trainer")
-
         if config.sft_none_fraction and context.stages and not (len(context.stages) > 1
                                                                and context.stages[0] == "sft"):
             raise AOCalibError(f"task.sft_none_fraction={config.sft_none_fraction} adds rows to an SFT warm-up, and "
