@@ -103,12 +103,12 @@ def test_a_row_can_keep_its_answer_out_of_the_loss(smollm2_tokenizer):
 @pytest.mark.slow
 def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_number(smollm2_source, tmp_path):
     """On SmolLM2 (real weights, LoRA, TRL's SFTTrainer through build_sft_trainer): a stage with
-    warmup.confidence_loss=calibration trains and logs the term's figures, from the step warmup.calibration_loss_start
-    names (the first of three left out). Then, on the trained model, the term
-    equals a hand computation from the full logits (the digit distribution before the first digit; the product of
-    the answer tokens' probabilities), and a few gradient steps on the term alone lower it and bring the number the
-    rows state on average closer to that probability (which is read again after each step: it carries no gradient,
-    and the answer's tokens move only with the weights they share with the number)."""
+    warmup.confidence_loss=calibration trains and logs the term's figures, from the step
+    warmup.calibration_loss_start names (the first of three left out). Then, on the trained model, the term equals a
+    hand computation from the full logits (the digit distribution before the first digit; the product of the answer
+    tokens' probabilities), and a few gradient steps on the term alone lower it and bring the number the rows state
+    on average closer to that probability (which is read again after each step: it carries no gradient, and the
+    answer's tokens move only with the weights they share with the number)."""
     from ao_calib import models
     from ao_calib.run_dir import RunDir
     from ao_calib.task_api import TaskData

@@ -444,7 +444,7 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
         compose_run_config(["experiment=oracle_tiny", "task.sft_unstated_tag_only=true", "task.sft_open_unstated=true"])
 
 
-def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alone_in_the_loss(tmp_path):
+def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alone_in_the_loss(tmp_path, monkeypatch):
     """task.sft_none_fraction: the warm-up's own rows stay exactly as without it (the same open-question draws);
     copies of its yes/no rows, that share of the whole, inject random vectors of the norms of the row's own (the
     same vectors every time), stay yes/no questions and keep their answer out of the loss. Refused without an SFT
@@ -457,18 +457,15 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
     from ao_calib_tasks.oracle.task import NONE_ID_PREFIX, OracleTask
 
     built, without = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
-    seen = []
-    original = OracleTask.warmup_data
-    OracleTask.warmup_data = lambda self, *a: seen.append(self) or original(self, *a)  # to read its steering
-    try:
-        _, rows = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
-    finally:
-        OracleTask.warmup_data = original
+    seen, original = [], OracleTask.warmup_data
+    # the task itself, to read the vectors its steering holds
+    monkeypatch.setattr(OracleTask, "warmup_data", lambda self, *a: seen.append(self) or original(self, *a))
+    _, rows = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
     noise = [r for r in rows if r["activation_id"].startswith(NONE_ID_PREFIX)]
     assert [r for r in rows if r not in noise] == without
     assert len(noise) / len(rows) == pytest.approx(0.2, abs=1 / len(rows))
     yes_no = {(r["activation_id"], r["question"], r["answer"]) for r in built}  # each before any open question
-    store = seen[0]._steering.store
+    store = seen[-1]._steering.store
     for row in noise:
         assert (row["activation_id"][len(NONE_ID_PREFIX):], row["question"], row["answer"]) in yes_no
         assert row["answer_in_loss"] is False and row["readable"] is False
