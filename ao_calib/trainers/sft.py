@@ -195,7 +195,7 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                       target_number_values(setup.data.train),
                                       float(stage.get("calibration_loss_weight",
                                                       default_of(SFTTrainerConfig, "calibration_loss_weight"))),
-                                      start_step=round(start * stage.max_steps) if stage.max_steps else 0)
+                                      start_step=round(start * stage.max_steps))
         log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss) from step "
                  "%d, each digit read as %s", stage_name, calibration.start_step, calibration.values)
     return AOSFTTrainer(

@@ -332,18 +332,14 @@ class OracleTask(Task):
                          sum(row.get("readable") is not False for row in train), len(data.train))
             if self.config.sft_none_fraction:
                 rows = train.to_list()
-                none = self._none_rows(rows, self._steering.store, self.config.sft_none_fraction, "sft_none")
-                # the label of a row that reads nothing is a coin flip to the oracle: its tag learns, its answer not
-                train = datasets.Dataset.from_list([{**row, "answer_in_loss": row.get("answer_in_loss", True)}
-                                                    for row in rows] + [{**row, "answer_in_loss": False}
-                                                                        for row in none])
+                rows += self._none_rows(rows, self._steering.store, self.config.sft_none_fraction, "sft_none")
+                train = datasets.Dataset.from_list(rows)
             if self.config.sft_open_fraction or self.config.sft_open_unstated:
                 train = self._with_open_questions(train)
-            if self.config.sft_unstated_tag_only:
+            if self.config.sft_unstated_tag_only or self.config.sft_none_fraction:
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
-                train = train.map(lambda row: {"answer_in_loss": row.get("readable") is not False
-                                               and row.get("answer_in_loss") is not False},
-                                  desc="unstated rows: tag only")
+                train = train.map(lambda row: {"answer_in_loss": not self._answer_is_a_coin_flip(row)},
+                                  desc="coin-flip rows: tag only")
                 log.info("warm-up: %d rows keep their answer out of the loss (unstated facts: "
                          "task.sft_unstated_tag_only; random vectors: task.sft_none_fraction)",
                          train["answer_in_loss"].count(False))
@@ -369,10 +365,9 @@ class OracleTask(Task):
         rows, asked = [], 0
         for row in train.to_list():
             unstated = self._unstated(row)
-            # sft_unstated_tag_only keeps an unstated fact's row as its yes/no question (the answer out of the loss)
-            tag_only = (self.config.sft_unstated_tag_only and row.get("readable") is False
-                        or row["activation_id"].startswith(NONE_ID_PREFIX))  # random vectors: stays yes/no
-            if row.get("fact") and not tag_only and (unstated or rng.random() < self.config.sft_open_fraction):
+            # a coin-flip row stays its yes/no question (the answer out of the loss)
+            coin_flip = self._answer_is_a_coin_flip(row)
+            if row.get("fact") and not coin_flip and (unstated or rng.random() < self.config.sft_open_fraction):
                 confidence = parse_epistemic_status(row["completion"]).confidence
                 row = self.asked_openly(row, unstated_rng if unstated else rng)
                 row["completion"] = format_epistemic_status(confidence, row["answer"])
@@ -391,6 +386,12 @@ class OracleTask(Task):
         num_vectors = len(self._steering.store[row["activation_id"]][int(row["source_layer"])])
         return {**row, "question": question, "answer": NOT_STATED if self._unstated(row) else row["fact"],
                 "prompt": oracle_messages(int(row["source_layer"]), num_vectors, question + suffix)}
+
+    def _answer_is_a_coin_flip(self, row: dict) -> bool:
+        """A warm-up row kept as its yes/no question with the answer out of the loss: one that injects random
+        vectors (``task.sft_none_fraction``), or one about an unstated fact with ``task.sft_unstated_tag_only``."""
+        return (row["activation_id"].startswith(NONE_ID_PREFIX)
+                or self.config.sft_unstated_tag_only and row.get("readable") is False)
 
     def _unstated(self, row: dict) -> bool:
         """A row whose fact the prompt does not state, to be answered "not stated" (``task.sft_open_unstated``)."""
