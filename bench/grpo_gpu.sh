@@ -7,10 +7,11 @@
 # bench/gpu_choose.py picks the step (the metric below, the guard no more than 0.02 under the warm-up's), which is
 # scored once on the test split with ao_calib.eval, and so is the warm-up. With OUT set, everything but the
 # checkpoints is archived there.
-#   oracle: the eighth round's widened warm-up (the stated number drawn from the whole scale), then GRPO at lr 3e-4
-#     with beta 0.2 (a stronger pull to the warm-up than the preset's 0.05, against the collapse lr 3e-4 gave seed 1),
-#     32 prompts x 4 completions in one pass; all 300 validation rows (own/other/none) every 20 steps; chosen by
-#     AUROC within one question text, guarded by accuracy.
+#   oracle: the preset's warm-up and GRPO rows (BENCHMARKS.md, "Twelfth round"), then GRPO at 32 prompts x 8
+#     completions a step (the preset's 4 x 8) at the preset's lr and beta (LR=, BETA= to change them); all 300
+#     validation rows (own/other/none) every 20 steps; chosen by AUROC within one question text, guarded by
+#     accuracy. The ninth round ran this script at commit 889398b (the eighth round's warm-up, lr 3e-4, beta 0.2,
+#     4 completions a group).
 #   function_call: the preset's warm-up (its passes batched), then GRPO with 16 prompts x 8 completions at the
 #     preset's lr and temperature; the 48 generated and 150 real validation cases every 10 steps; chosen by the
 #     generated cases' AST accuracy, guarded by the real cases'.
@@ -26,11 +27,9 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} AO_CALIB_ROOT=$P
 export HF_HUB_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
 case $PRESET in
   oracle)
-    WSTEPS=${WSTEPS:-200}; EVERY=${EVERY:-20}; EVN=${EVN:-300}
-    ARGS=(experiment=oracle_smollm2 task.sft_open_unstated=true warmup.tag_loss_fraction=1.0
-      'task.sft_confidences=[0,10,20,30,40,50,60,70,80,90,100]' task.rl_unreadable_fraction=0.4
-      task.rl_none_fraction=0.25 trainer.batch_size=${TB:-32} trainer.lr=${LR:-3e-4} trainer.beta=${BETA:-0.2}
-      eval.num_samples=$EVN eval.during_num_samples=$EVN model.max_micro_batch_size=${MB:-128} eval.batch_size=100)
+    WSTEPS=${WSTEPS:-260}; EVERY=${EVERY:-20}; EVN=${EVN:-300}
+    ARGS=(experiment=oracle_smollm2 trainer.batch_size=${TB:-32} trainer.lr=${LR:-5e-5} trainer.beta=${BETA:-0.05}
+      eval.num_samples=$EVN eval.during_num_samples=$EVN model.max_micro_batch_size=${MB:-256} eval.batch_size=100)
     METRIC=metrics.auroc_within_question; GUARD=metrics.accuracy ;;
   function_call)
     WSTEPS=${WSTEPS:-120}; EVERY=${EVERY:-10}; EVN=${EVN:-48}
