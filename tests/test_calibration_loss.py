@@ -44,8 +44,8 @@ def test_the_expected_penalty_is_the_hand_computed_sum():
 def test_numbers_sharing_a_first_digit_are_refused_at_start_up_by_key():
     from ao_calib.config import check_confidence_loss
 
-    base = ["experiment=oracle_smollm2"]  # the calibration warm-up, with numbers 0, 20, 30, ..., 100
-    check_confidence_loss(compose_run_config(base))
+    base = ["experiment=oracle_smollm2", "warmup.confidence_loss=calibration"]
+    check_confidence_loss(compose_run_config(base))  # the preset's numbers (0, 20, 30, ..., 100): distinct first digits
     with pytest.raises(AOCalibError, match=r"task.sft_confidences=\[0, 10, 100\] cannot run with "
                                            r"warmup.confidence_loss=calibration: 10 and 100"):
         check_confidence_loss(compose_run_config([*base, "task.sft_confidences=[0,10,100]"]))
