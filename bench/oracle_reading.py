@@ -186,10 +186,10 @@ def scored_rows(data, records: list[dict], seed: int) -> list[dict]:
     """The task rows an evaluation's records were scored on: the rows an evaluation of that many rows draws
     (``ao_calib.evaluation.evaluate.held_out_rows``, with the run's ``eval.seed``), checked against the records'
     questions and sources."""
-    from ao_calib.evaluation.evaluate import held_out_rows
+    from ao_calib.evaluation.evaluate import rows_of_records
 
-    held_out = held_out_rows(data.test, len(records), seed)
-    if [(r["question"], r["source_id"]) for r in held_out] != [(r["question"], r["source_id"]) for r in records]:
+    held_out = rows_of_records(data.test.to_list(), records, seed, ("source_id", "question"))
+    if held_out is None:
         raise SystemExit("the predictions rows are not the rows an evaluation of this split draws")
     return held_out
 

@@ -102,6 +102,15 @@ def held_out_rows(dataset, num_samples: int | None, seed: int) -> list[dict]:
     return dataset.select(held_out_sample(len(dataset), num_samples, seed)).to_list()
 
 
+def rows_of_records(rows: list[dict], records: list[dict], seed: int, keys: tuple[str, ...]) -> list[dict] | None:
+    """The held-out rows an evaluation that wrote ``records`` (its predictions rows, in order) scored: the sample
+    :func:`held_out_sample` draws for that many rows with ``seed`` (``eval.seed``); None when the records' ``keys``
+    columns do not match those rows (another split, seed or file), so that nothing is read off the wrong row."""
+    drawn = [rows[i] for i in held_out_sample(len(rows), len(records), seed)]
+    same = [tuple(r.get(k) for k in keys) for r in drawn] == [tuple(r.get(k) for k in keys) for r in records]
+    return drawn if same else None
+
+
 def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
                      mismatches_printed: int, steered: bool = False) -> tuple[dict, dict | None]:
     """One variant's scores, metrics and predictions file (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics,

@@ -454,6 +454,7 @@ class OracleTask(Task):
         evaluation of a run whose generated data has a validation split (and that does not evaluate on it)."""
         from ao_calib.calibration.metrics import auroc, expected_calibration_error, within_group_auroc
         from ao_calib.calibration.recalibration import PlattScaling
+        from ao_calib.evaluation.evaluate import rows_of_records
 
         from .baselines import own_answer_probabilities
 
@@ -481,7 +482,12 @@ class OracleTask(Task):
                                                             self._steering, chat_template_kwargs=template), correct)
             path = run_dir.predictions(tag)
             records = [json.loads(line) for line in path.read_text().splitlines()]
-            rows = self._test_rows[: len(records)]
+            # the rows the evaluation drew (a sample of eval.num_samples, in file order), not the first ones
+            rows = rows_of_records(self._test_rows, records, self.context.eval_seed, ("source_id", "question"))
+            if rows is None:
+                log.warning("baselines.logprob_platt: skipped: the predictions rows of %s are not the rows this "
+                            "evaluation drew", path)
+                return {}
             probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
                                                      self._steering, chat_template_kwargs=template)
             platt = fit(probabilities).tolist()
