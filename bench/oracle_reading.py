@@ -183,9 +183,9 @@ def confidence_figures(conf: list[float], records: list[dict]) -> dict[str, floa
 
 
 def scored_rows(data, records: list[dict], seed: int) -> list[dict]:
-    """The task rows an evaluation's records were scored on: the rows an evaluation of that many rows draws
-    (``ao_calib.evaluation.evaluate.held_out_rows``, with the run's ``eval.seed``), checked against the records'
-    questions and sources."""
+    """The task rows an evaluation's records were scored on: the rows an evaluation of that many rows draws with
+    the run's ``eval.seed``, checked against the records' sources and questions
+    (``ao_calib.evaluation.evaluate.rows_of_records``)."""
     from ao_calib.evaluation.evaluate import rows_of_records
 
     held_out = rows_of_records(data.test.to_list(), records, seed, ("source_id", "question"))
