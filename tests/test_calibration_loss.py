@@ -53,11 +53,15 @@ def test_numbers_sharing_a_first_digit_are_refused_at_start_up_by_key():
                                               "task.sft_confidences=[0,10,100]"]))
     with pytest.raises(ValueError, match="confidence_loss=calibration: out of range with confidence_in_loss=false"):
         SFTTrainerConfig(confidence_loss=ConfidenceLoss.calibration, confidence_in_loss=False)
+    with pytest.raises(ValueError, match="calibration_expected_over_draw=true: out of range with "
+                                         "confidence_loss=cross_entropy"):
+        SFTTrainerConfig(calibration_expected_over_draw=True)
 
 
-def rows(*completions, answer_in_loss=True):
+def rows(*completions, answer_in_loss=True, drawn_from=()):
     return datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": "Is the user happy?"}],
-                                        "completion": text, "answer_in_loss": answer_in_loss}
+                                        "completion": text, "answer_in_loss": answer_in_loss,
+                                        "answer_drawn_from": list(drawn_from)}
                                        for text in completions])
 
 
@@ -99,6 +103,60 @@ def test_a_row_can_keep_its_answer_out_of_the_loss(smollm2_tokenizer):
     cut = tokenize_pairs(rows("[epistemic status: 50] No"), smollm2_tokenizer, {}, encoded["answer_start"],
                          confidence_loss="calibration")[0]  # max_length cuts the answer off
     assert cut["answer_start"] == cut["answer_end"] == -1 and cut["confidence_index"] > 0
+
+
+def test_a_row_that_names_the_answers_its_label_was_drawn_from_records_their_tokens(smollm2_tokenizer):
+    """warmup.calibration_expected_over_draw: each named answer's one token where the row's answer starts (the
+    label's own among them); nothing for a row that names none, and no column without the key. An answer that is
+    more than one token there is refused, naming the row."""
+    drawn = rows("[epistemic status: 50] No", answer_in_loss=False, drawn_from=("Yes", "No"))
+    plain_row = rows("[epistemic status: 90] Yes")
+    for row in (*tokenize_pairs(drawn, smollm2_tokenizer, {}, 512, confidence_loss="calibration",
+                                expected_over_draw=True),
+                *tokenize_pairs(plain_row, smollm2_tokenizer, {}, 512, confidence_loss="calibration",
+                                expected_over_draw=True)):
+        choices = row[calibration_loss.CHOICES]
+        assert [smollm2_tokenizer.decode([t]) for t in choices] == ([" Yes", " No"] if choices else [])
+        assert choices == [] or row["input_ids"][row["answer_start"]] == choices[1]  # the label, No, is the second
+    assert len(tokenize_pairs(plain_row, smollm2_tokenizer, {}, 512, confidence_loss="calibration",
+                              expected_over_draw=True)[0][calibration_loss.CHOICES]) == 0
+    assert calibration_loss.CHOICES not in tokenize_pairs(drawn, smollm2_tokenizer, {}, 512,
+                                                          confidence_loss="calibration").column_names
+    with pytest.raises(AOCalibError, match=r"row 0 names 'not stated', which this tokenizer writes as 2 tokens"):
+        tokenize_pairs(rows("[epistemic status: 50] No", drawn_from=("Yes", "not stated")), smollm2_tokenizer, {}, 512,
+                       confidence_loss="calibration", expected_over_draw=True)
+
+
+def test_on_a_drawn_label_the_term_takes_the_mean_probability_of_the_answers_it_was_drawn_from(smollm2_source,
+                                                                                             smollm2_tokenizer):
+    """On SmolLM2's own weights: for a row that names the answers its label was drawn from, c is the mean of
+    their probabilities at the answer's first position (whichever the label is), not the label's probability;
+    a row that names none keeps the label's. The collator pads the rows' answer lists with -1."""
+    from ao_calib import models
+    from ao_calib.config import compose_run_config as compose
+    from ao_calib.trainers.common import BackboneStates
+    from ao_calib.trainers.sft import IndexColumns
+
+    model = models.load_base_model(compose(["experiment=oracle_smollm2"]).model, smollm2_source).eval()
+    texts = ["[epistemic status: 50] No", "[epistemic status: 50] Yes", "[epistemic status: 50] Yes"]
+    encoded = [tokenize_pairs(rows(text, drawn_from=drawn), smollm2_tokenizer, {}, 512, confidence_loss="calibration",
+                              expected_over_draw=True)[0]
+               for text, drawn in zip(texts, (("Yes", "No"), ("Yes", "No"), ()))]
+    batch = IndexColumns(lambda examples: {})(encoded)
+    assert batch[calibration_loss.CHOICES].tolist()[2] == [-1, -1]
+    input_ids = torch.tensor([r["input_ids"] for r in encoded])  # the same length: no padding
+    indices = {key: batch[key] for key in (*calibration_loss.COLUMNS, calibration_loss.CHOICES)}
+    with torch.no_grad(), BackboneStates(model.model) as hidden:
+        logits = model(input_ids=input_ids).logits
+    _, logs = calibration_loss.calibration_term(torch.cat(hidden.outputs), model.lm_head, input_ids, indices,
+                                                calibration_loss.digit_token_ids(smollm2_tokenizer),
+                                                first_digit_values(NUMBERS))
+    start = int(indices["answer_start"][0])
+    p = logits[:, start - 1].float().softmax(-1)
+    yes, no = encoded[0][calibration_loss.CHOICES]
+    expected = [(p[0, yes] + p[0, no]) / 2, (p[1, yes] + p[1, no]) / 2, p[2, yes]]
+    assert logs["calibration/answer_probability"] == pytest.approx(float(sum(expected)) / 3, abs=1e-5)
+    assert float(expected[0]) != pytest.approx(float(p[0, no]), abs=1e-3)  # not the label's own probability
 
 
 @pytest.mark.slow

@@ -435,11 +435,14 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
     _, with_unstated = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
     unstated = [r for r in built if r["readable"] is False]
     readable = [r for r in with_unstated if r["readable"] is not False]
-    assert unstated and all(r["answer_in_loss"] for r in readable)
-    assert [{k: v for k, v in r.items() if k != "answer_in_loss"} for r in readable] == without
+    assert unstated and all(r["answer_in_loss"] and r["answer_drawn_from"] == [] for r in readable)
+    added = ("answer_in_loss", "answer_drawn_from")
+    assert [{k: v for k, v in r.items() if k not in added} for r in readable] == without
     kept = [r for r in with_unstated if r["readable"] is False]
-    assert [{k: v for k, v in r.items() if k != "answer_in_loss"} for r in kept] == unstated
-    assert all(r["answer_in_loss"] is False and r["answer"] in ("Yes", "No") for r in kept)
+    assert [{k: v for k, v in r.items() if k not in added} for r in kept] == unstated
+    # the label of a row the oracle cannot read is Yes or No with probability 1/2 (warmup.calibration_expected_over_draw)
+    assert all(r["answer_in_loss"] is False and r["answer"] in ("Yes", "No")
+               and r["answer_drawn_from"] == ["Yes", "No"] for r in kept)
     with pytest.raises(Exception, match="sft_unstated_tag_only=true: out of range with sft_open_unstated=true"):
         compose_run_config(["experiment=oracle_tiny", "task.sft_unstated_tag_only=true", "task.sft_open_unstated=true"])
 
@@ -469,6 +472,7 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
     for row in noise:
         assert (row["activation_id"][len(NONE_ID_PREFIX):], row["question"], row["answer"]) in yes_no
         assert row["answer_in_loss"] is False and row["readable"] is False
+        assert row["answer_drawn_from"] == ["Yes", "No"]
         injected = store[row["activation_id"]][row["source_layer"]]
         own = store[row["activation_id"][len(NONE_ID_PREFIX):]][row["source_layer"]]
         assert injected.shape == own.shape and not torch.allclose(injected, own)

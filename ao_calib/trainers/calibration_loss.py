@@ -34,6 +34,8 @@ import torch
 from ao_calib.errors import AOCalibError
 
 COLUMNS = ("confidence_index", "answer_start", "answer_end")  # token indices in input_ids; -1: none
+# per row, the token of each answer its label was drawn from uniformly (warmup.calibration_expected_over_draw); -1 pads
+CHOICES = "answer_choice_ids"
 
 
 def digit_token_ids(tokenizer) -> list[int]:
@@ -74,8 +76,10 @@ def expected_number(digit_logits: torch.Tensor, values: dict[int, int]) -> torch
 def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: torch.Tensor, indices: dict,
                      digit_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
     """The mean of ``expected_penalty`` over the rows that have a number and an answer within their ids, and what
-    to log; None when the micro-batch has no such row."""
+    to log; None when the micro-batch has no such row. A row that names the answers its label was drawn from
+    uniformly (``CHOICES`` in ``indices``) takes as c the mean of their probabilities where its answer starts."""
     number_at, start, end = (indices[k] for k in COLUMNS)
+    choices = indices.get(CHOICES)
     rows = ((number_at > 0) & (start > 0) & (end > start)).nonzero().flatten().tolist()
     if not rows:
         return None
@@ -86,7 +90,12 @@ def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: 
         for row in rows:
             a, b = int(start[row]), int(end[row])
             logps = lm_head(states[row, a - 1:b - 1]).float().log_softmax(-1)
-            c.append(logps.gather(-1, input_ids[row, a:b, None]).sum().exp())
+            drawn_from = choices[row][choices[row] >= 0] if choices is not None else choices
+            if drawn_from is not None and drawn_from.numel():
+                # the label is a uniform draw from these answers: its probability's expectation over the draw
+                c.append(logps[0, drawn_from].exp().mean())
+            else:
+                c.append(logps.gather(-1, input_ids[row, a:b, None]).sum().exp())
         c = torch.stack(c)
     penalty = expected_penalty(digit_logits, values, c)
     with torch.no_grad():

@@ -223,9 +223,20 @@ class SFTTrainerConfig(TrainerConfig):
         "about a row until the model reads; from the first step, while every row's chance is alike, the number "
         "settles on one value for all of them. Until then the number is learned by its cross-entropy alone.",
         allowed=within(0, 1, high_open=True))
+    calibration_expected_over_draw: bool = setting(
+        False, "With confidence_loss=calibration, on rows that name the answers their label was drawn from "
+        "uniformly (answer_drawn_from, e.g. a coin-flip Yes/No about a fact the input does not hold), c is the "
+        "model's probability of each of those answers, averaged: the expectation over the draw of the drawn "
+        "label's probability, the same target without the draw's noise. false: c is the drawn label's probability, "
+        "which on such rows is near 0 or 1 whenever the model answers firmly. Each named answer must be one token "
+        "where the answer starts.")
 
     def __post_init__(self):
         super().__post_init__()
+        if self.calibration_expected_over_draw and self.confidence_loss != ConfidenceLoss.calibration:
+            raise ValueError("calibration_expected_over_draw=true: out of range with confidence_loss="
+                             f"{ConfidenceLoss(self.confidence_loss).value} (it changes the calibration term's c); set "
+                             "confidence_loss=calibration")
         if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
             raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the drawn "
                              "number's cross-entropy is its prior); allowed cross_entropy, or set "

@@ -37,7 +37,7 @@ def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
 
 def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int,
                    confidence_in_loss: bool = True, tag_loss_fraction: float = 1.0, seed: int = 0,
-                   confidence_loss: str = "cross_entropy") -> datasets.Dataset:
+                   confidence_loss: str = "cross_entropy", expected_over_draw: bool = False) -> datasets.Dataset:
     """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
     completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on: without the
     tokens of a leading tag's number NN when ``confidence_in_loss`` is false, without the whole tag in all but
@@ -45,7 +45,8 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     without the answer after the tag in rows marked ``answer_in_loss: false``. With ``confidence_loss=calibration``
     the number's digits are in the mask of every row (the drawn numbers are the prior that
     ``ao_calib.trainers.calibration_loss`` moves), and each row records where its first digit and its answer are
-    (``COLUMNS``)."""
+    (``COLUMNS``); with ``expected_over_draw``, a row that names the answers its label was drawn from
+    (``answer_drawn_from``) also records each one's token where the answer starts (``CHOICES``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
     calibration = confidence_loss == "calibration"  # ConfidenceLoss is a str enum: its members equal their values
 
@@ -88,7 +89,25 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
             number_at = at + first_digit if first_digit is not None and at + first_digit < kept else -1
             encoded.update(zip(calibration_loss.COLUMNS, (number_at, answer_tokens[0] if whole_answer else -1,
                                                           answer_tokens[-1] + 1 if whole_answer else -1)))
+            if expected_over_draw:
+                choices = row.get("answer_drawn_from") or []
+                encoded[calibration_loss.CHOICES] = [choice_token(text, answer[0], choice, index) for choice in choices]
         return encoded
+
+    def choice_token(text: str, answer_at: int, choice: str, index: int) -> int:
+        """The one token ``choice`` is where the row's answer starts, written in the answer's place."""
+        answer = text[answer_at:]
+        lead = answer[:len(answer) - len(answer.lstrip())]
+        written = text[:answer_at] + lead + choice
+        pieces = tokenizer(written, add_special_tokens=False, return_offsets_mapping=True)
+        tokens = [token for token, (start, end) in zip(pieces["input_ids"], pieces["offset_mapping"])
+                  if start >= answer_at and end > start]
+        if len(tokens) != 1:
+            raise AOCalibError(f"warmup.calibration_expected_over_draw needs each answer a row's label was drawn from "
+                               f"to be one token; row {index} names {choice!r}, which this tokenizer writes as "
+                               f"{len(tokens)} tokens after {text[:answer_at]!r}: set "
+                               "warmup.calibration_expected_over_draw=false")
+        return tokens[0]
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
@@ -115,6 +134,12 @@ class IndexColumns:
         batch = self.base(examples)
         for key in calibration_loss.COLUMNS:
             batch[key] = torch.tensor([int(example[key]) for example in examples])
+        if calibration_loss.CHOICES in examples[0]:
+            # rows name 0..k answer tokens: [rows, k], -1 where a row names fewer
+            width = max(1, *(len(example[calibration_loss.CHOICES]) for example in examples))
+            batch[calibration_loss.CHOICES] = torch.tensor(
+                [list(example[calibration_loss.CHOICES]) + [-1] * (width - len(example[calibration_loss.CHOICES]))
+                 for example in examples])
         return batch
 
 
@@ -137,7 +162,8 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
             self.data_collator = IndexColumns(self.data_collator)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        indices = {key: inputs.pop(key) for key in calibration_loss.COLUMNS if key in inputs}
+        indices = {key: inputs.pop(key) for key in (*calibration_loss.COLUMNS, calibration_loss.CHOICES)
+                   if key in inputs}
         if indices and self.state.global_step < self.calibration.start_step:
             indices = {}  # warmup.calibration_loss_start: the number learns from its cross-entropy alone so far
         vectors, positions = inputs.pop("steer_vectors", None), inputs.pop("steer_positions", None)
@@ -187,7 +213,9 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                                         default_of(SFTTrainerConfig, "confidence_in_loss")),
                            tag_loss_fraction=stage.get("tag_loss_fraction",
                                                        default_of(SFTTrainerConfig, "tag_loss_fraction")),
-                           seed=setup.seed, confidence_loss=confidence_loss)
+                           seed=setup.seed, confidence_loss=confidence_loss,
+                           expected_over_draw=stage.get("calibration_expected_over_draw", default_of(
+                               SFTTrainerConfig, "calibration_expected_over_draw")))
     calibration = None
     if confidence_loss == "calibration":
         start = float(stage.get("calibration_loss_start", default_of(SFTTrainerConfig, "calibration_loss_start")))
@@ -198,6 +226,12 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                       start_step=round(start * stage.max_steps))
         log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss) from step "
                  "%d, each digit read as %s", stage_name, calibration.start_step, calibration.values)
+        if calibration_loss.CHOICES in train.column_names:
+            drawn = sum(1 for choices in train[calibration_loss.CHOICES] if choices)
+            (log.info if drawn else log.warning)(
+                "%s: %d of %d rows name the answers their label was drawn from; their c is its expectation over the "
+                "draw (warmup.calibration_expected_over_draw)%s", stage_name, drawn, len(train),
+                "" if drawn else ": none here, so the key changes nothing")
     return AOSFTTrainer(
         model=setup.model,
         args=build_sft_config(setup, stage, stage_name),

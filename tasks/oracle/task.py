@@ -338,7 +338,11 @@ class OracleTask(Task):
                 train = self._with_open_questions(train)
             if self.config.sft_unstated_tag_only or self.config.sft_none_fraction:
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
-                train = train.map(lambda row: {"answer_in_loss": not self._answer_is_a_coin_flip(row)},
+                # given what the oracle can read there, the yes/no label is Yes or No with probability 1/2 each
+                # (make_question): warmup.calibration_expected_over_draw may take c's expectation over that draw
+                train = train.map(lambda row: {"answer_in_loss": not (coin := self._answer_is_a_coin_flip(row)),
+                                               "answer_drawn_from": ["Yes", "No"] if coin and row["answer"] in
+                                               ("Yes", "No") else []},
                                   desc="coin-flip rows: tag only")
                 log.info("warm-up: %d rows keep their answer out of the loss (unstated facts: "
                          "task.sft_unstated_tag_only; random vectors: task.sft_none_fraction)",
