@@ -83,6 +83,24 @@ def test_calibration_reward_function_scores_and_logs():
         assert out == pytest.approx([0.995, -0.405, 1 - 0.125 - penalty, -0.125 - penalty])
 
 
+def test_a_row_that_names_the_answers_its_label_was_drawn_from_is_scored_by_the_mean_over_them():
+    """task.rl_expected_over_draw: the judge scores the answer against each answer the label could have been and
+    the row takes the mean (a yes/no answer 0.5 whichever the label is; another answer 0); a row naming none, or
+    a batch without the column, is scored against its label; a failed judgment of any of them masks the row."""
+    reward = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5))
+    texts = ["[epistemic status: 50] Yes", "[epistemic status: 90] No", "[epistemic status: 50] maybe",
+             "[epistemic status: 90] Yes", "[epistemic status: 90] Yes"]
+    completions = [[{"role": "assistant", "content": text}] for text in texts]
+    columns = dict(prompts=None, completions=completions, answer=["No", "No", "Yes", "Yes", "Yes"],
+                   question=["q"] * 5, source_prompt=["p"] * 5)
+    drawn = [["Yes", "No"]] * 3 + [[], ["Yes", None]]
+    out = asyncio.run(reward(**columns, answer_drawn_from=drawn))
+    assert out[:4] == pytest.approx([0.5, 0.5 - 0.5 * 0.4**2, 0.0 - 0.5 * 0.5**2, 1 - 0.5 * 0.1**2])
+    assert out[4] is None
+    assert asyncio.run(reward(**columns)) == pytest.approx([0 - 0.5 * 0.5**2, 1 - 0.5 * 0.1**2, 0 - 0.5 * 0.5**2,
+                                                            1 - 0.5 * 0.1**2, 1 - 0.5 * 0.1**2])
+
+
 def test_labelled_loader_names_row_and_field(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text(json.dumps({"prompt": "hi", "question": "Is it?", "answer": "yes", "extra": 1}) + "\n")
@@ -498,9 +516,9 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.task import NONE_ID_PREFIX
 
-    cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",
-                              "task.rl_none_fraction=0.25", "task.rl_unreadable_fraction=0.4",
-                              f"paths.cache_dir={tmp_path}"])
+    cfg_overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8", "task.rl_none_fraction=0.25",
+                     "task.rl_unreadable_fraction=0.4", f"paths.cache_dir={tmp_path}"]
+    cfg = compose_run_config(cfg_overrides)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     task = build_task(cfg)
     data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
@@ -524,17 +542,24 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
         assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
         assert row["readable"] is False
     assert task.main_stage_data(cfg.trainer, data).train.to_list() == rows  # the same rows when resumed
+    # task.rl_expected_over_draw: the same rows, each unreadable yes/no one naming both answers its label could be
+    drawn = build_task(compose_run_config([*cfg_overrides, "task.rl_expected_over_draw=true"]))
+    drawn_rows = drawn.main_stage_data(cfg.trainer, drawn.build_data(
+        models.load_tokenizer(source), models.load_base_model(cfg.model, source))).train.to_list()
+    assert [{k: v for k, v in r.items() if k != "answer_drawn_from"} for r in drawn_rows] == rows
+    assert all(r["answer_drawn_from"] == (["Yes", "No"] if r["readable"] is False else []) for r in drawn_rows)
+    assert any(r["answer_drawn_from"] for r in drawn_rows) and any(not r["answer_drawn_from"] for r in drawn_rows)
     warmup = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None).train.to_list()
     assert not any(r["activation_id"].startswith(NONE_ID_PREFIX) for r in warmup)
     assert len(warmup) == len(built)
 
 
-@pytest.mark.parametrize("key", ["rl_none_fraction", "rl_unreadable_fraction"])
+@pytest.mark.parametrize("key", ["rl_none_fraction=0.2", "rl_unreadable_fraction=0.2", "rl_expected_over_draw=True"])
 def test_rl_rows_are_refused_when_the_main_stage_is_sft(key):
     from ao_calib.config import compose_run_config
     from ao_calib.errors import AOCalibError
     from ao_calib.task_api import build_task
 
-    with pytest.raises(AOCalibError, match=f"task.{key}=0.2 shapes the rows of an RL stage"):
+    with pytest.raises(AOCalibError, match=f"task.{key} shapes the rows of an RL stage"):
         build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label", "trainer=sft",
-                                       f"task.{key}=0.2"]))
+                                       f"task.{key}"]))

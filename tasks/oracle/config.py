@@ -206,6 +206,13 @@ class OracleTaskConfig(TaskConfig):
         "until they make this share; 0 keeps every row. On a bed where most facts are stated, a coin-flip row is "
         "rare in a batch and the confidence learns the level of the readable ones. Train split only; the warm-up "
         "keeps every row.", allowed=within(0, 1, high_open=True))
+    rl_expected_over_draw: bool = setting(
+        False, "GRPO scores a row the oracle cannot read (about an unstated fact, or on random vectors: generated "
+        "data, whose yes/no label is Yes or No with probability 1/2 each, whatever the prompt) by the judge's mean "
+        "score against each answer the label could have been, the expectation of its score over that draw: the "
+        "same expected reward without the coin's noise (on such a row the group's answers mostly agree, so the "
+        "credit the number gets from the rest of its group is 0 or 1). Evaluation scores against the label as "
+        "always. Train split only.")
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "

@@ -8,10 +8,19 @@ from ao_calib.judges import Judge, JudgeItem
 
 
 def make_oracle_reward(judge: Judge, rule: CalibrationConfig):
-    async def informativeness(statuses, completions, answer, question, source_prompt, log_metric=None, **_):
-        items = [JudgeItem(prompt=p, question=q, answer=s.answer, label=a)
-                 for p, q, s, a in zip(source_prompt, question, statuses, answer)]
-        scores = await judge.score(items)
+    async def informativeness(statuses, completions, answer, question, source_prompt, log_metric=None,
+                              answer_drawn_from=None, **_):
+        # a row that names the answers its label was drawn from uniformly (task.rl_expected_over_draw) is scored
+        # against each of them and takes the mean: the score's expectation over the draw, without its noise
+        labels = [list(drawn or []) or [a] for a, drawn in zip(answer, answer_drawn_from or [None] * len(answer))]
+        items = [JudgeItem(prompt=p, question=q, answer=s.answer, label=label)
+                 for p, q, s, row_labels in zip(source_prompt, question, statuses, labels) for label in row_labels]
+        flat = await judge.score(items)
+        scores, at = [], 0
+        for row_labels in labels:
+            row = flat[at:at + len(row_labels)]
+            at += len(row_labels)
+            scores.append(None if any(x is None for x in row) else sum(row) / len(row))  # a failed judgment masks
         if log_metric is not None:
             for name, value in judge.pop_step_stats().items():
                 log_metric(name, value)

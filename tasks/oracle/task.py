@@ -53,7 +53,7 @@ class OracleTask(Task):
         self._layers: list[int] = []
         self._judge = None
         self.extraction = ExtractionStats()
-        for key in ("rl_none_fraction", "rl_unreadable_fraction"):
+        for key in ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw"):
             if getattr(config, key) and context.stages and context.stages[-1] == "sft":
                 # checked here, before any model loads: SFT would imitate coin-flip labels
                 raise AOCalibError(f"task.{key}={getattr(config, key)} shapes the rows of an RL stage, but the main "
@@ -159,10 +159,21 @@ class OracleTask(Task):
         """The RL stage's rows: the training rows, with ``task.rl_unreadable_fraction`` of them about unstated facts
         (readable rows left out at random to make that share) and ``task.rl_none_fraction`` of copies injecting
         random vectors. The warm-up keeps every training row and none of the copies."""
-        if not (self.config.rl_none_fraction or self.config.rl_unreadable_fraction):
+        shaped = ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw")
+        if not any(getattr(self.config, key) for key in shaped):
             return data
         train = self._with_unreadable_share(data.train.to_list())
         train += self._none_rows(train, self._steering.store, self.config.rl_none_fraction, "rl_none")
+        if self.config.rl_expected_over_draw:
+            # given what the oracle can read on such a row, its yes/no label is Yes or No with probability 1/2
+            # (make_question); the reward takes its expectation over that draw
+            train = [{**row, "answer_drawn_from": ["Yes", "No"] if row.get("readable") is False
+                      and row["answer"] in ("Yes", "No") else []} for row in train]
+            drawn = sum(bool(r["answer_drawn_from"]) for r in train)
+            (log.info if drawn else log.warning)(
+                "RL training rows: %d of %d scored against both answers their label could have been "
+                "(task.rl_expected_over_draw)%s", drawn, len(train),
+                "" if drawn else ": no yes/no row is marked unreadable (readable: false), so the key changes nothing")
         return data.with_train(datasets.Dataset.from_list(train))
 
     def _with_unreadable_share(self, train: list[dict]) -> list[dict]:
