@@ -13,7 +13,9 @@ right on rows like this one, learned from every warm-up row at once instead of f
 digit that begins none of the numbers costs the penalty's maximum, 1. On a row whose label is a coin flip the
 oracle cannot read (a fact the prompt does not state), c is its probability of whichever answer the coin chose,
 0.5 in expectation whatever it believes, so the number is pushed towards 50 there and towards its hit rate on
-the rows it reads.
+the rows it reads. Row by row, though, c there is near 0 or 1 whenever the oracle answers firmly; with
+``warmup.calibration_expected_over_draw`` a row that names the answers its label was drawn from takes the mean of
+their probabilities instead, the same expectation without the coin's noise.
 
 Alone, the term locks onto the first number it favours: its gradient for a digit is p(d) times that digit's
 penalty against the mean, which vanishes once one digit holds all the mass, and early in a warm-up, before the
@@ -90,7 +92,7 @@ def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: 
         for row in rows:
             a, b = int(start[row]), int(end[row])
             logps = lm_head(states[row, a - 1:b - 1]).float().log_softmax(-1)
-            drawn_from = choices[row][choices[row] >= 0] if choices is not None else choices
+            drawn_from = choices[row][choices[row] >= 0] if choices is not None else None
             if drawn_from is not None and drawn_from.numel():
                 # the label is a uniform draw from these answers: its probability's expectation over the draw
                 c.append(logps[0, drawn_from].exp().mean())

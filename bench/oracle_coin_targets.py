@@ -1,0 +1,77 @@
+"""What the warm-up's number term learns from on rows the oracle cannot read (issue "Confidence that reads the
+activations"): on training rows about stated and unstated facts, the oracle's probability of each yes/no answer
+after its tag, and of the row's label (c, the term's target), beside the number it states on average.
+
+For each of ``--rows`` training rows of each kind (the oracle task's own rows, as a run builds them), the oracle's
+prompt under ``own`` activations is followed by ``[epistemic status: 50]`` and the next token's probabilities of
+" Yes" and " No" are read; and by ``[epistemic status: `` for the number's first digit (its expected value on the
+warm-up's scale of tens). A label drawn by a coin makes c near 0 or 1 on a row the oracle answers firmly, though
+its mean is about 0.5: ``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
+
+    python -m bench.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-260 [--rows 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+
+import numpy as np
+import torch
+
+from ao_calib.settings import plain
+from bench.oracle_reading_loop import oracle_and_data, steered_pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiment", default="oracle_smollm2")
+    parser.add_argument("--seed", type=int, default=42, help="trainer.seed: data and splits")
+    parser.add_argument("--adapter", default=None, help="a LoRA adapter folder (a checkpoint of the run)")
+    parser.add_argument("--rows", type=int, default=200, help="training rows of each kind (stated, unstated)")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+    cfg, tokenizer, model, _, data = oracle_and_data([f"experiment={args.experiment}", f"trainer.seed={args.seed}",
+                                                      *args.overrides])
+    if args.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, args.adapter)
+    model.eval()
+    chat_kwargs = plain(cfg.model.chat_template_kwargs)
+    rng = random.Random(args.seed)
+    rows = data.train.to_list()
+    groups = {"readable": [r for r in rows if r["readable"] is not False],
+              "unstated": [r for r in rows if r["readable"] is False]}
+    yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in (" Yes", " No"))
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+    digit_value = torch.tensor([100.0 if d == 1 else 10.0 * d for d in range(10)])  # "1" starts 100
+    result: dict = {"seed": args.seed, "adapter": args.adapter}
+    with torch.no_grad():
+        for name, group in groups.items():
+            sample = rng.sample(group, min(args.rows, len(group)))
+            c, favoured, numbers = [], [], []
+            for i in range(0, len(sample), 25):
+                chunk = sample[i:i + 25]
+                first = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
+                                     suffix="[epistemic status: ")
+                numbers += (first.logits[:, -1, digits].float().softmax(-1) @ digit_value).tolist()
+                after = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
+                                     suffix="[epistemic status: 50]").logits[:, -1].float().softmax(-1)
+                for row, p in zip(chunk, after):
+                    p_yes, p_no = float(p[yes]), float(p[no])
+                    c.append(p_yes if row["answer"] == "Yes" else p_no)
+                    favoured.append(max(p_yes, p_no) / max(p_yes + p_no, 1e-9))
+            result[name] = {"rows": len(sample), "c": round(float(np.mean(c)), 3),
+                            "favoured_answer_probability": round(float(np.mean(favoured)), 3),
+                            "favoured_over_0.8": round(float(np.mean([f > 0.8 for f in favoured])), 3),
+                            "expected_number": round(float(np.mean(numbers)), 1)}
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
