@@ -4,9 +4,10 @@ after its tag, and of the row's label (c, the term's target), beside the number 
 
 For each of ``--rows`` training rows of each kind (the oracle task's own rows, as a run builds them), the oracle's
 prompt under ``own`` activations is followed by ``[epistemic status: 50]`` and the next token's probabilities of
-" Yes" and " No" are read; and by ``[epistemic status: `` for the number's first digit (its expected value on the
-warm-up's scale of tens). A label drawn by a coin makes c near 0 or 1 on a row the oracle answers firmly, though
-its mean is about 0.5: ``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
+" Yes" and " No" are read; and by ``[epistemic status: `` for the number's first digit (its expected value, each
+digit read as the number of ``task.sft_confidences`` it begins, as the warm-up's term reads it). A label drawn by a
+coin makes c near 0 or 1 on a row the oracle answers firmly, though its mean is about 0.5:
+``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
 
     python -m bench.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-260 [--rows 200]
 """
@@ -21,7 +22,9 @@ import random
 import numpy as np
 import torch
 
+from ao_calib.calibration.contract import first_digit_values
 from ao_calib.settings import plain
+from ao_calib.trainers import calibration_loss
 from bench.oracle_reading_loop import oracle_and_data, steered_pass
 
 
@@ -48,8 +51,8 @@ def main() -> None:
     groups = {"readable": [r for r in rows if r["readable"] is not False],
               "unstated": [r for r in rows if r["readable"] is False]}
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in (" Yes", " No"))
-    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
-    digit_value = torch.tensor([100.0 if d == 1 else 10.0 * d for d in range(10)])  # "1" starts 100
+    digits = calibration_loss.digit_token_ids(tokenizer)
+    values = first_digit_values(cfg.task.sft_confidences)  # each first digit's number, as the warm-up reads it
     result: dict = {"seed": args.seed, "adapter": args.adapter}
     with torch.no_grad():
         for name, group in groups.items():
@@ -59,7 +62,7 @@ def main() -> None:
                 chunk = sample[i:i + 25]
                 first = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
                                      suffix="[epistemic status: ")
-                numbers += (first.logits[:, -1, digits].float().softmax(-1) @ digit_value).tolist()
+                numbers += (100 * calibration_loss.expected_number(first.logits[:, -1, digits], values)).tolist()
                 after = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
                                      suffix="[epistemic status: 50]").logits[:, -1].float().softmax(-1)
                 for row, p in zip(chunk, after):

@@ -25,6 +25,7 @@ from ao_calib.run_dir import RunDir
 from ao_calib.steering.activations import ActivationCache, ExtractionStats, extract_activations, layer_indices
 from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, calibration_figures
 
+from .baselines import ANSWERS
 from .classification import load_suite
 from .config import OracleTaskConfig
 from .data import load_labelled_rows, load_wildchat
@@ -36,6 +37,12 @@ from .steering import ActivationSteering, noise_like, pair_controls, position_ru
 log = logging.getLogger(__name__)
 # activation ids of the training rows that inject random vectors (task.rl_none_fraction)
 NONE_ID_PREFIX = "none:"
+
+
+def answers_drawn_from(row: dict, unreadable: bool) -> list[str]:
+    """The answers a row's label was drawn from as far as the oracle can tell (``answer_drawn_from``): on a row it
+    cannot read, a yes/no label is Yes or No with probability 1/2 each (``make_question``); [] otherwise."""
+    return list(ANSWERS) if unreadable and row["answer"] in ANSWERS else []
 
 
 class OracleTask(Task):
@@ -164,11 +171,9 @@ class OracleTask(Task):
             return data
         train = self._with_unreadable_share(data.train.to_list())
         train += self._none_rows(train, self._steering.store, self.config.rl_none_fraction, "rl_none")
-        if self.config.rl_expected_over_draw:
-            # given what the oracle can read on such a row, its yes/no label is Yes or No with probability 1/2
-            # (make_question); the reward takes its expectation over that draw
-            train = [{**row, "answer_drawn_from": ["Yes", "No"] if row.get("readable") is False
-                      and row["answer"] in ("Yes", "No") else []} for row in train]
+        if self.config.rl_expected_over_draw:  # the reward takes its expectation over the label's draw
+            train = [{**row, "answer_drawn_from": answers_drawn_from(row, row.get("readable") is False)}
+                     for row in train]
             drawn = sum(bool(r["answer_drawn_from"]) for r in train)
             (log.info if drawn else log.warning)(
                 "RL training rows: %d of %d scored against both answers their label could have been "
@@ -349,11 +354,9 @@ class OracleTask(Task):
                 train = self._with_open_questions(train)
             if self.config.sft_unstated_tag_only or self.config.sft_none_fraction:
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
-                # given what the oracle can read there, the yes/no label is Yes or No with probability 1/2 each
-                # (make_question): warmup.calibration_expected_over_draw may take c's expectation over that draw
+                # warmup.calibration_expected_over_draw may take c's expectation over the label's draw
                 train = train.map(lambda row: {"answer_in_loss": not (coin := self._answer_is_a_coin_flip(row)),
-                                               "answer_drawn_from": ["Yes", "No"] if coin and row["answer"] in
-                                               ("Yes", "No") else []},
+                                               "answer_drawn_from": answers_drawn_from(row, coin)},
                                   desc="coin-flip rows: tag only")
                 log.info("warm-up: %d rows keep their answer out of the loss (unstated facts: "
                          "task.sft_unstated_tag_only; random vectors: task.sft_none_fraction)",
