@@ -22,7 +22,6 @@ import random
 import numpy as np
 import torch
 
-from ao_calib.calibration.contract import first_digit_values
 from ao_calib.settings import plain
 from ao_calib.trainers import calibration_loss
 from bench.oracle_reading_loop import oracle_and_data, steered_pass
@@ -51,8 +50,8 @@ def main() -> None:
     groups = {"readable": [r for r in rows if r["readable"] is not False],
               "unstated": [r for r in rows if r["readable"] is False]}
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in (" Yes", " No"))
-    digits = calibration_loss.digit_token_ids(tokenizer)
-    values = first_digit_values(cfg.task.sft_confidences)  # each first digit's number, as the warm-up reads it
+    # each number's first token, and the number it stands for, as the warm-up reads them
+    firsts, values = calibration_loss.number_tokens(tokenizer, set(cfg.task.sft_confidences))
     result: dict = {"seed": args.seed, "adapter": args.adapter}
     with torch.no_grad():
         for name, group in groups.items():
@@ -62,7 +61,7 @@ def main() -> None:
                 chunk = sample[i:i + 25]
                 first = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
                                      suffix="[epistemic status: ")
-                numbers += (100 * calibration_loss.expected_number(first.logits[:, -1, digits], values)).tolist()
+                numbers += (100 * calibration_loss.expected_number(first.logits[:, -1, firsts], values)).tolist()
                 after = steered_pass(model, tokenizer, data.steering, chat_kwargs, chunk, "own",
                                      suffix="[epistemic status: 50]").logits[:, -1].float().softmax(-1)
                 for row, p in zip(chunk, after):

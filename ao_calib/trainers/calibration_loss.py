@@ -2,15 +2,15 @@
 being right, in the same forward pass as the cross-entropy.
 
 The calibration reward charges a stated confidence ``conf`` with ``λ·(conf − informativeness)²``. Its expectation
-over the model's own distribution of the number's first digit d (each digit stands for one number, its value v(d)),
-with the informativeness replaced by ``c``, the model's probability of the row's target answer (teacher-forced,
+over the model's own distribution of the number's first token d (a digit where the tokenizer splits numbers into
+digits, as SmolLM2's does; " 50" whole where it writes numbers as one token; each stands for one number, v(d)), with the informativeness replaced by ``c``, the model's probability of the row's target answer (teacher-forced,
 no gradient), is
 
     L = Σ_d p(d) · (v(d)/100 − c)²,
 
 whose minimum over p puts all mass on the number nearest E[c | input]: a number that says how often the oracle is
 right on rows like this one, learned from every warm-up row at once instead of from sampled numbers in GRPO. A
-digit that begins none of the numbers costs the penalty's maximum, 1. On a row whose label is a coin flip the
+token that begins none of the numbers costs the penalty's maximum, 1. On a row whose label is a coin flip the
 oracle cannot read (a fact the prompt does not state), c is its probability of whichever answer the coin chose,
 0.5 in expectation whatever it believes, so the number is pushed towards 50 there and towards its hit rate on
 the rows it reads. Row by row, though, c there is near 0 or 1 whenever the oracle answers firmly; with
@@ -31,8 +31,11 @@ marks its answer out of the loss (``answer_in_loss: false``, e.g. a coin-flip la
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
+from ao_calib.calibration.contract import format_epistemic_status
 from ao_calib.errors import AOCalibError
 
 COLUMNS = ("confidence_index", "answer_start", "answer_end")  # token indices in input_ids; -1: none
@@ -40,43 +43,63 @@ COLUMNS = ("confidence_index", "answer_start", "answer_end")  # token indices in
 CHOICES = "answer_choice_ids"
 
 
-def digit_token_ids(tokenizer) -> list[int]:
-    """The ids of the single-token digits "0".."9"; refused, clearly, for a tokenizer that does not split numbers
-    into digits (the first digit would then not be one token)."""
-    ids = []
-    for digit in "0123456789":
-        encoded = tokenizer.encode(digit, add_special_tokens=False)
-        if len(encoded) != 1:
-            raise AOCalibError(f"warmup.confidence_loss=calibration needs each digit to be one token; this tokenizer "
-                               f"writes {digit!r} as {len(encoded)} tokens: set warmup.confidence_loss=cross_entropy")
-        ids.append(encoded[0])
-    return ids
+class NumberTokens(NamedTuple):
+    """The tokens a stated number can begin with, and the number each stands for."""
+
+    ids: list[int]  # the first token of every number 0-100 as the tag writes it, each once
+    values: dict[int, int]  # index into ids -> the one target number that begins with that token
 
 
-def penalty_table(values: dict[int, int], c: torch.Tensor) -> torch.Tensor:
-    """``[rows, 10]``: the penalty (v(d)/100 − c)² of stating each first digit d on each row, 1 for a digit that
-    begins none of the numbers."""
-    table = torch.ones(c.numel(), 10, dtype=c.dtype, device=c.device)
-    for digit, number in values.items():
-        table[:, digit] = (number / 100 - c) ** 2
+def number_tokens(tokenizer, numbers) -> NumberTokens:
+    """The first token of each number 0-100 written in its tag (``[epistemic status: NN]``, where a tokenizer
+    may join the space before NN to it), and which of ``numbers`` (the targets') each one begins. On a tokenizer
+    that splits numbers into digits (SmolLM2) these are the ten digits, and a number is read off its first digit;
+    on one that writes " 50" as a single token, off that token. Refused, naming them, when two of ``numbers``
+    begin with the same token: it would not say which was meant."""
+    offset = len(format_epistemic_status(0, "").split("0")[0])  # where NN starts in the tag
+    ids: list[int] = []
+    values: dict[int, int] = {}
+    for number in range(101):
+        encoded = tokenizer(format_epistemic_status(number, "Yes"), add_special_tokens=False,
+                            return_offsets_mapping=True)
+        first = next(token for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"])
+                     if start <= offset < end)
+        if first not in ids:
+            ids.append(first)
+        if number in numbers:
+            index = ids.index(first)
+            if index in values:
+                raise AOCalibError(f"warmup.confidence_loss=calibration reads a number off its first token, and this "
+                                   f"tokenizer begins {values[index]} and {number} with the same one "
+                                   f"({tokenizer.decode([first])!r}): choose numbers that begin differently")
+            values[index] = number
+    return NumberTokens(ids, values)
+
+
+def penalty_table(values: dict[int, int], c: torch.Tensor, width: int) -> torch.Tensor:
+    """``[rows, width]``: the penalty (v(t)/100 − c)² of each number's first token t on each row, 1 for a token
+    that begins none of the target numbers."""
+    table = torch.ones(c.numel(), width, dtype=c.dtype, device=c.device)
+    for token, number in values.items():
+        table[:, token] = (number / 100 - c) ** 2
     return table
 
 
-def expected_penalty(digit_logits: torch.Tensor, values: dict[int, int], c: torch.Tensor) -> torch.Tensor:
-    """Per row, Σ_d p(d)·penalty(d, c) with p the softmax over the ten digits' logits ``[rows, 10]``."""
-    return (digit_logits.float().softmax(-1) * penalty_table(values, c.float())).sum(-1)
+def expected_penalty(number_logits: torch.Tensor, values: dict[int, int], c: torch.Tensor) -> torch.Tensor:
+    """Per row, Σ_t p(t)·penalty(t, c) with p the softmax over the first tokens' logits ``[rows, tokens]``."""
+    return (number_logits.float().softmax(-1) * penalty_table(values, c.float(), number_logits.shape[-1])).sum(-1)
 
 
-def expected_number(digit_logits: torch.Tensor, values: dict[int, int]) -> torch.Tensor:
-    """Per row, the number the first digit's distribution states on average (digits that begin none count 0)."""
-    weights = torch.zeros(10, dtype=torch.float32, device=digit_logits.device)
-    for digit, number in values.items():
-        weights[digit] = number / 100
-    return digit_logits.float().softmax(-1) @ weights
+def expected_number(number_logits: torch.Tensor, values: dict[int, int]) -> torch.Tensor:
+    """Per row, the number the first token's distribution states on average (tokens that begin none count 0)."""
+    weights = torch.zeros(number_logits.shape[-1], dtype=torch.float32, device=number_logits.device)
+    for token, number in values.items():
+        weights[token] = number / 100
+    return number_logits.float().softmax(-1) @ weights
 
 
 def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: torch.Tensor, indices: dict,
-                     digit_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
+                     number_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
     """The mean of ``expected_penalty`` over the rows that have a number and an answer within their ids, and what
     to log; None when the micro-batch has no such row. A row that names the answers its label was drawn from
     uniformly (``CHOICES`` in ``indices``) takes as c the mean of their probabilities where its answer starts."""
@@ -85,8 +108,8 @@ def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: 
     rows = ((number_at > 0) & (start > 0) & (end > start)).nonzero().flatten().tolist()
     if not rows:
         return None
-    digits = torch.tensor(digit_ids, device=states.device)
-    digit_logits = lm_head(states[rows, number_at[rows] - 1])[:, digits]  # the state before the first digit
+    firsts = torch.tensor(number_ids, device=states.device)
+    number_logits = lm_head(states[rows, number_at[rows] - 1])[:, firsts]  # the state before the number
     with torch.no_grad():
         c = []
         for row in rows:
@@ -99,8 +122,8 @@ def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: 
             else:
                 c.append(logps.gather(-1, input_ids[row, a:b, None]).sum().exp())
         c = torch.stack(c)
-    penalty = expected_penalty(digit_logits, values, c)
+    penalty = expected_penalty(number_logits, values, c)
     with torch.no_grad():
-        stated = expected_number(digit_logits, values)
+        stated = expected_number(number_logits, values)
     return penalty.mean(), {"calibration/penalty": penalty.mean().item(), "calibration/answer_probability":
                             c.mean().item(), "calibration/stated_number": stated.mean().item()}

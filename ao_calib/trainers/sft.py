@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+from collections.abc import Collection
 from typing import NamedTuple
 
 import datasets
@@ -37,7 +38,8 @@ def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
 
 def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: dict, max_length: int,
                    confidence_in_loss: bool = True, tag_loss_fraction: float = 1.0, seed: int = 0,
-                   confidence_loss: str = "cross_entropy", expected_over_draw: bool = False) -> datasets.Dataset:
+                   confidence_loss: str = "cross_entropy", expected_over_draw: bool = False,
+                   number_ids: Collection[int] | None = None) -> datasets.Dataset:
     """``input_ids`` = the prompt exactly as generation sees it (chat template + generation prompt), then the
     completion and the end-of-turn text; ``completion_mask`` marks the part the loss is computed on: without the
     tokens of a leading tag's number NN when ``confidence_in_loss`` is false, without the whole tag in all but
@@ -45,7 +47,7 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     without the answer after the tag in rows marked ``answer_in_loss: false``. With ``confidence_loss=calibration``
     the number's digits are in the mask of every row (the drawn numbers are the prior that
     ``ao_calib.trainers.calibration_loss`` moves), and each row records where its first digit and its answer are
-    (``COLUMNS``); with ``expected_over_draw``, a row that names the answers its label was drawn from
+    (``COLUMNS``; the number's first token must be one of ``number_ids`` where given); with ``expected_over_draw``, a row that names the answers its label was drawn from
     (``answer_drawn_from``) also records each one's token where the answer starts (``CHOICES``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
     calibration = confidence_loss == "calibration"  # ConfidenceLoss is a str enum: its members equal their values
@@ -71,11 +73,11 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
         first_digit = None
         if calibration and number is not None:
             first_digit = next(i for i, (start, end) in enumerate(offsets) if start <= number[0] < end)
-            if tuple(offsets[first_digit]) != (number[0], number[0] + 1):
+            if number_ids is not None and completion_ids[first_digit] not in number_ids:
                 raise AOCalibError(
-                    f"warmup.confidence_loss=calibration needs the number's first digit to be a token of its own; "
-                    f"this tokenizer writes {text[slice(*offsets[first_digit])]!r} as one token (row {index}): set "
-                    "warmup.confidence_loss=cross_entropy")
+                    f"warmup.confidence_loss=calibration reads the number off its first token, and row {index} "
+                    f"writes it as {text[slice(*offsets[first_digit])]!r}, which is not how the tag alone begins "
+                    "it: set warmup.confidence_loss=cross_entropy")
             digits = overlapping(number)
             out = [o and not d for o, d in zip(out, digits)]
         mask = [0 if o else 1 for o in out]
@@ -146,8 +148,8 @@ class IndexColumns:
 class CalibrationLoss(NamedTuple):
     """What ``confidence_loss=calibration`` needs beside the batch."""
 
-    digit_ids: list[int]
-    values: dict[int, int]  # first digit -> the number it begins
+    number_ids: list[int]  # the tokens a number can begin with (calibration_loss.number_tokens)
+    values: dict[int, int]  # index into number_ids -> the target number it begins
     weight: float
     start_step: int = 0  # optimiser steps before the term joins the loss
 
@@ -178,7 +180,7 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
         if hidden is None:
             return result
         term = calibration_loss.calibration_term(torch.cat(hidden.outputs), base.get_output_embeddings(),
-                                                 inputs["input_ids"], indices, self.calibration.digit_ids,
+                                                 inputs["input_ids"], indices, self.calibration.number_ids,
                                                  self.calibration.values)
         if term is None:
             return result
@@ -208,6 +210,9 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
     chat_kwargs = plain(setup.model_config.chat_template_kwargs)
     # the schema's defaults for a stage saved before these keys existed
     confidence_loss = stage.get("confidence_loss", default_of(SFTTrainerConfig, "confidence_loss"))
+    numbers = None
+    if confidence_loss == "calibration":
+        numbers = calibration_loss.number_tokens(setup.tokenizer, target_number_values(setup.data.train).values())
     train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
                            confidence_in_loss=stage.get("confidence_in_loss",
                                                         default_of(SFTTrainerConfig, "confidence_in_loss")),
@@ -215,17 +220,18 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                                        default_of(SFTTrainerConfig, "tag_loss_fraction")),
                            seed=setup.seed, confidence_loss=confidence_loss,
                            expected_over_draw=stage.get("calibration_expected_over_draw", default_of(
-                               SFTTrainerConfig, "calibration_expected_over_draw")))
+                               SFTTrainerConfig, "calibration_expected_over_draw")),
+                           number_ids=numbers.ids if numbers else None)
     calibration = None
-    if confidence_loss == "calibration":
+    if numbers is not None:
         start = float(stage.get("calibration_loss_start", default_of(SFTTrainerConfig, "calibration_loss_start")))
-        calibration = CalibrationLoss(calibration_loss.digit_token_ids(setup.tokenizer),
-                                      target_number_values(setup.data.train),
+        calibration = CalibrationLoss(numbers.ids, numbers.values,
                                       float(stage.get("calibration_loss_weight",
                                                       default_of(SFTTrainerConfig, "calibration_loss_weight"))),
                                       start_step=round(start * stage.max_steps))
-        log.info("%s: the tag's first digit learned by the calibration penalty (warmup.confidence_loss) from step "
-                 "%d, each digit read as %s", stage_name, calibration.start_step, calibration.values)
+        log.info("%s: the tag's number learned by the calibration penalty (warmup.confidence_loss) from step %d, "
+                 "read off its first token as %s", stage_name, calibration.start_step,
+                 {setup.tokenizer.decode([numbers.ids[i]]): n for i, n in sorted(numbers.values.items())})
         if calibration_loss.CHOICES in train.column_names:
             drawn = sum(1 for choices in train[calibration_loss.CHOICES] if choices)
             (log.info if drawn else log.warning)(
