@@ -58,8 +58,8 @@ class ConfidenceLoss(str, Enum):
     """How an SFT stage learns the number NN of its targets' ``[epistemic status: NN]`` tags."""
 
     cross_entropy = "cross_entropy"  # the target's digits, like every other token
-    # the first digit's distribution, scored by the calibration reward's own penalty against the model's chance of
-    # being right (ao_calib.trainers.calibration_loss)
+    # the distribution of the number's first token, scored by the calibration reward's own penalty against the
+    # model's chance of being right (ao_calib.trainers.calibration_loss)
     calibration = "calibration"
 
 
@@ -207,12 +207,13 @@ class SFTTrainerConfig(TrainerConfig):
     confidence_loss: ConfidenceLoss = setting(
         ConfidenceLoss.cross_entropy, "How the tag's number NN is learned. cross_entropy: its digits are targets like "
         "any token (the drawn number is copied). calibration: besides that cross-entropy, now in every row's loss "
-        "(numbers drawn from the whole scale: a prior that keeps every value possible), the first digit is trained "
-        "by the calibration reward's penalty in expectation over the model's own distribution of that digit, "
+        "(numbers drawn from the whole scale: a prior that keeps every value possible), the number's first token (a "
+        "digit where the tokenizer splits numbers, as SmolLM2's does; the whole number where it writes one token) is "
+        "trained by the calibration reward's penalty in expectation over the model's own distribution of that token, "
         "sum_d p(d) (value(d) - c)^2, where c is the model's own probability of the row's target answer "
-        "(teacher-forced, no gradient). The two together make the most likely digit the one whose number is nearest "
+        "(teacher-forced, no gradient). The two together make the most likely token the one whose number is nearest "
         "the chance of being right on rows like this one (the penalty alone locks onto the first number it favours: "
-        "its gradient vanishes once one digit has all the mass). Each first digit stands for one number, so the "
+        "its gradient vanishes once one token has all the mass). Each first token stands for one number, so the "
         "targets' numbers need distinct first digits (e.g. 0, 20, 30, ..., 90, 100: 10 and 100 share theirs).")
     calibration_loss_weight: float = setting(1.0, "Weight of confidence_loss=calibration's term beside the "
                                              "cross-entropy (which is a mean over tokens; the term a mean over "
