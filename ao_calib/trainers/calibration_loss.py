@@ -48,6 +48,7 @@ class NumberTokens(NamedTuple):
 
     ids: list[int]  # the first token of every number 0-100 as the tag writes it, each once
     values: dict[int, int]  # index into ids -> the one target number that begins with that token
+    prefix: str  # the tag's text before that token ("[epistemic status: ", or without the space the token holds)
 
 
 def number_tokens(tokenizer, numbers) -> NumberTokens:
@@ -59,11 +60,14 @@ def number_tokens(tokenizer, numbers) -> NumberTokens:
     offset = len(format_epistemic_status(0, "").split("0")[0])  # where NN starts in the tag
     ids: list[int] = []
     values: dict[int, int] = {}
+    prefix = None
     for number in range(101):
-        encoded = tokenizer(format_epistemic_status(number, "Yes"), add_special_tokens=False,
-                            return_offsets_mapping=True)
-        first = next(token for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"])
-                     if start <= offset < end)
+        tag = format_epistemic_status(number, "Yes")
+        encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
+        first, start = next((token, start) for token, (start, end) in zip(encoded["input_ids"],
+                                                                          encoded["offset_mapping"])
+                            if start <= offset < end)
+        prefix = prefix or tag[:start]
         if first not in ids:
             ids.append(first)
         if number in numbers:
@@ -73,7 +77,7 @@ def number_tokens(tokenizer, numbers) -> NumberTokens:
                                    f"tokenizer begins {values[index]} and {number} with the same one "
                                    f"({tokenizer.decode([first])!r}): choose numbers that begin differently")
             values[index] = number
-    return NumberTokens(ids, values)
+    return NumberTokens(ids, values, prefix)
 
 
 def penalty_table(values: dict[int, int], c: torch.Tensor, width: int) -> torch.Tensor:
