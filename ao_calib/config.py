@@ -22,8 +22,10 @@ from omegaconf import MISSING, DictConfig
 import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.errors import AOCalibError
+from ao_calib.run_dir import WARMUP
 from ao_calib.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
-from ao_calib.settings import Checked, SettingError, above, at_least, check_tree, one_of, setting, within
+from ao_calib.settings import (Checked, SettingError, above, at_least, check_tree, default_of, one_of, setting,
+                               within)
 # The trainers' schemas live in their room (ao_calib.trainers.config); here for registration and the run's Config.
 from ao_calib.trainers.config import (  # noqa: F401
     FormatWarmupConfig, GRPOTrainerConfig, GroupTrainerConfig, LoraOverrideConfig, OnlineTrainerConfig,
@@ -349,7 +351,7 @@ def run_stages(cfg) -> list[tuple[str, DictConfig]]:
     """The stages a run trains, in order: the warm-up (unless absent or ``warmup.enabled=false``), then the trainer
     ("train"), on the same adapter. The one place that decides it (the run loop, the task's context)."""
     warmup = cfg.get("warmup")
-    return ([("warmup", warmup)] if warmup is not None and warmup.get("enabled", True) else []) + [
+    return ([(WARMUP, warmup)] if warmup is not None and warmup.get("enabled", True) else []) + [
         ("train", cfg.trainer)]
 
 
@@ -423,6 +425,26 @@ def check_shared_prefix(cfg) -> None:
 CONFIDENCE_CREDIT_TRAINERS = ("grpo",)
 
 
+# Keys a warm-up inherits from the trainer's schema that belong to the whole run: the run reads them off trainer.*
+RUN_LEVEL_STAGE_KEYS = ("seed", "resume_from_checkpoint", "init_from")
+
+
+def check_warmup_run_keys(cfg) -> None:
+    """``warmup.seed``, ``warmup.resume_from_checkpoint`` and ``warmup.init_from`` set away from their defaults
+    are refused at start-up, by key: the run takes them from ``trainer.*`` (a resume takes up the warm-up too, from
+    its own newest checkpoint when the main stage saved none), so a value there would be silently ignored."""
+    from omegaconf import OmegaConf
+
+    warmup = OmegaConf.select(cfg, "warmup", default=None)
+    if warmup is None:
+        return
+    for key in RUN_LEVEL_STAGE_KEYS:
+        value, default = warmup.get(key), default_of(SFTWarmupConfig, key)
+        if value is not None and value != default:
+            raise AOCalibError(f"warmup.{key}={value} is not read: the run takes its {key} from trainer.{key}, for "
+                               f"the warm-up too; set trainer.{key}={value} instead")
+
+
 def check_credit_rule(cfg) -> None:
     """``task.calibration.credit`` other than ``sequence`` with a trainer that cannot apply it is refused at
     start-up, naming both keys."""
@@ -471,6 +493,7 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     check_generation_backend(cfg)
     check_shared_prefix(cfg)
     check_credit_rule(cfg)
+    check_warmup_run_keys(cfg)
     check_confidence_loss(cfg)
     return cfg
 

@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_confidence_loss, check_credit_rule, check_generation_backend, check_shared_prefix,
-                             check_values, eval_max_new_tokens, eval_token_budget, register_schemas, run_stages,
-                             unknown_keys, validate_plugins)
+                             check_values, check_warmup_run_keys, eval_max_new_tokens, eval_token_budget,
+                             register_schemas, run_stages, unknown_keys, validate_plugins)
 from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import keep_offline, private_temp_dir
@@ -57,8 +57,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     watch = SignalWatch().install()
     try:
         if start.resuming and distributed.is_main():
-            dropped = run_dir.cut_logs(start.step)
-            log.info("resuming at step %s: dropped rows logged after it %s", start.step or 0, dropped)
+            dropped = run_dir.cut_logs(start.step, start.stage)
+            log.info("resuming the %s stage at step %s: dropped rows logged after it %s", start.stage,
+                     start.step or 0, dropped)
         summary.write("running")
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = build_task(cfg)
@@ -91,10 +92,12 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             evaluate_as(tag="initial")
         alerts: dict[str, dict] = over_budget  # the start-up checks' alerts; each stage adds its own
         for stage_name, stage in run_stages(cfg):
-            if stage_name != "train" and start.checkpoint is not None:
+            if stage_name != "train" and start.checkpoint is not None and start.stage == "train":
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
                          start.checkpoint)
                 continue
+            # the checkpoint this stage takes up: the resumed stage's own, none for the stages after it
+            resume = start.checkpoint if stage_name == start.stage else None
             callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
             periodic = None
@@ -113,13 +116,14 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 periodic.trainer = trainer
             watch.training = True
             try:
-                if stage_name == "train" and start.step is not None and start.step >= stage.max_steps:
-                    # Killed after its last step (during the final evaluation): transformers would train one step
-                    # past max_steps when resumed there, so the checkpoint is only loaded.
-                    trainer._load_from_checkpoint(start.checkpoint)
-                    trainer.metrics_file.last.update(_last_train_row(run_dir))
+                if resume is not None and start.step is not None and start.step >= stage.max_steps:
+                    # Killed after the stage's last step (during its evaluation, or before the next stage saved a
+                    # checkpoint): transformers would train one step past max_steps when resumed there, so the
+                    # checkpoint is only loaded.
+                    trainer._load_from_checkpoint(resume)
+                    trainer.metrics_file.last.update(_last_train_row(run_dir, stage_name))
                 else:
-                    trainer.train(resume_from_checkpoint=start.checkpoint if stage_name == "train" else None)
+                    trainer.train(resume_from_checkpoint=resume)
             finally:
                 watch.training = False
             alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})
@@ -129,7 +133,10 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             if stop:
                 raise RunStopped(stop)
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
-                evaluate_as(tag=stage_name)
+                if resume is not None and start.step >= stage.max_steps and run_dir.eval_report(stage_name).is_file():
+                    log.info("resuming: the %s stage's evaluation finished before; not repeated", stage_name)
+                else:
+                    evaluate_as(tag=stage_name)
         trainer.save_model(str(run_dir.adapter))  # every process takes part (a sharded model is gathered); main writes
         if distributed.is_main():
             tokenizer.save_pretrained(str(run_dir.adapter))
@@ -155,10 +162,10 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     return final
 
 
-def _last_train_row(run_dir: RunDir) -> dict:
+def _last_train_row(run_dir: RunDir, stage: str = "train") -> dict:
     from ao_calib.run_dir import read_metrics
 
-    rows = [r for r in read_metrics(run_dir) if r.get("stage", "train") == "train"]
+    rows = [r for r in read_metrics(run_dir) if r.get("stage", "train") == stage]
     return rows[-1] if rows else {}
 
 
@@ -242,6 +249,7 @@ def main(cfg: DictConfig) -> float | None:
         check_generation_backend(cfg)
         check_shared_prefix(cfg)
         check_credit_rule(cfg)
+        check_warmup_run_keys(cfg)
         check_confidence_loss(cfg)
         from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
 

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 DELETED = "<deleted>"  # value shown for a `~key` override
 
 
+# The warm-up stage's name (ao_calib.config.run_stages uses it): its trainer writes into this subfolder of the run.
+WARMUP = "warmup"
+
 class RunDir:
     """One run's directory and the name of everything in it."""
 
@@ -119,23 +122,26 @@ class RunDir:
         return sorted(p.name for p in self.path.iterdir()
                       if p.name not in self.FRESH and not p.name.endswith(self.FRESH_SUFFIXES))
 
-    def cut_logs(self, step: int | None) -> dict[str, int]:
-        """Drops what the training stage logged after ``step`` (None: everything it logged, warm-ups included), so
-        a resumed run appends each step exactly once: ``metrics.jsonl`` rows of later steps (judge counters ride
+    def cut_logs(self, step: int | None, stage: str = "train") -> dict[str, int]:
+        """Drops what the training stage ``stage`` logged after its ``step`` (None: everything any stage logged),
+        so a resumed run appends each step exactly once: ``metrics.jsonl`` rows of later steps (judge counters ride
         in them) and ``completions.jsonl`` samples generated at a later step (a sample's ``step`` counts the
-        optimiser steps done when it was generated), and the closing row of the stopped process. Returns the rows
-        dropped per file."""
+        optimiser steps done when it was generated), and the closing row of the stopped process. A warm-up resumed
+        from its own checkpoint also drops whatever the main stage logged (it starts again after the warm-up): its
+        rows, samples and alerts (only the main stage samples and raises alerts). Returns the rows dropped per
+        file."""
         def keep_metric(row: dict) -> bool:
-            if row.get("stage", "train") != "train":
-                return step is not None
+            if row.get("stage", "train") != stage:
+                # an earlier stage's rows stay; the main stage's go when a warm-up is taken up again
+                return step is not None and row.get("stage", "train") != "train"
             # The closing row of a stopped process (train_runtime, ...) goes too: the resumed stage writes its own.
             return step is not None and (row.get("step") or 0) <= step and "train_runtime" not in row
 
         def keep_sample(row: dict) -> bool:
-            return step is not None and (row.get("step") or 0) < step
+            return step is not None and stage == "train" and (row.get("step") or 0) < step
 
         def keep_alert(row: dict) -> bool:
-            return step is not None and (row.get("step") or 0) <= step
+            return step is not None and stage == "train" and (row.get("step") or 0) <= step
 
         return {path.name: _filter_jsonl(path, keep) for path, keep in ((self.metrics, keep_metric),
                                                                        (self.completions, keep_sample),
@@ -261,7 +267,8 @@ def resolve_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
             raise AOCalibError(f"trainer.resume_from_checkpoint={setting}: {problem}; name another checkpoint or "
                                "use trainer.resume_from_checkpoint=latest (the newest whole one)")
         return str(setting)
-    for candidate in reversed(run_dir.checkpoint_dirs()):
+    # the main stage's newest, else (a run stopped before the main stage saved one) the warm-up's
+    for candidate in [*reversed(run_dir.checkpoint_dirs()), *reversed(run_dir.checkpoint_dirs(WARMUP))]:
         problem = checkpoint_problem(candidate)
         if problem is None:
             log.info("resuming from %s", candidate)
@@ -270,6 +277,13 @@ def resolve_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
         print(f"warning: checkpoint {candidate} is damaged ({problem}); falling back to an older one", flush=True)
     log.warning("resume_from_checkpoint=latest: no whole checkpoint in %s, starting from scratch", run_dir)
     return None
+
+
+def checkpoint_stage(checkpoint: str | Path, run_dir: RunDir) -> str:
+    """The stage a checkpoint of this run belongs to: the warm-up's when it lies in its folder, else the main
+    stage's ("train")."""
+    inside = Path(checkpoint).resolve().parent
+    return WARMUP if inside == run_dir.checkpoints(WARMUP).resolve() else "train"
 
 
 @dataclass
@@ -281,6 +295,7 @@ class StartPoint:
     checkpoint: str | None = None
     step: int | None = None
     finished: dict | None = None
+    stage: str = "train"  # the stage the checkpoint (and step) belong to: "warmup" when the main stage saved none
 
 
 def start_point(setting: str | None, run_dir: RunDir, max_steps: int) -> StartPoint:
@@ -297,11 +312,12 @@ def start_point(setting: str | None, run_dir: RunDir, max_steps: int) -> StartPo
         return StartPoint()
     checkpoint = resolve_checkpoint(setting, run_dir)
     step = checkpoint_step(checkpoint) if checkpoint else None
+    stage = checkpoint_stage(checkpoint, run_dir) if checkpoint else "train"
     previous = read_json(run_dir.summary) or {}
     done = as_number((previous.get("final_metrics") or {}).get("step"))
     if previous.get("status") == "completed" and done is not None and done >= max_steps:
         return StartPoint(True, checkpoint, step, finished=previous)
-    return StartPoint(True, checkpoint, step)
+    return StartPoint(True, checkpoint, step, stage=stage)
 
 
 

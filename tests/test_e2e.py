@@ -120,6 +120,51 @@ def test_resume_continues_from_the_latest_checkpoint(run_dir):
     assert steps == [1, 2, 3, 4]  # step 4 trained after resuming from checkpoint-3, not from scratch
 
 
+@pytest.mark.parametrize("kept", [1, 2])
+def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(tmp_path, kept):
+    """A run stopped in its warm-up (or after it, before the main stage's first checkpoint) takes the warm-up up
+    from its own newest checkpoint with trainer.resume_from_checkpoint=latest, instead of starting again: a run
+    whose main-stage checkpoints and end are gone, with the warm-up's checkpoints up to step ``kept`` of 2 left.
+    Each warm-up and main-stage step is logged exactly once; a warm-up kept whole is only loaded, and its
+    evaluation, already written, is not repeated."""
+    import shutil
+
+    out = tmp_path / "r"
+    args = ("experiment=function_call_demo", "warmup.max_steps=2", "warmup.save_steps=1", "warmup.logging_steps=1",
+            "trainer.max_steps=1", "trainer.batch_size=2", "trainer.num_generations=2", "trainer.logging_steps=1",
+            "eval.initial=false", "eval.num_samples=2", f"hydra.run.dir={out}")
+    assert_ok(run_cli("ao_calib.run", *args))
+    # what a run killed in its warm-up (kept=1), or just after it (kept=2), leaves behind
+    shutil.rmtree(out / "checkpoints")
+    shutil.rmtree(out / "adapter")
+    for later in (out / "warmup" / "checkpoints").glob("checkpoint-*"):
+        if int(later.name.split("-")[1]) > kept:
+            shutil.rmtree(later)
+    rows = read_jsonl(out / "metrics.jsonl")
+    warmup_end = out / "eval_warmup.json"
+    if kept < 2:
+        warmup_end.unlink()
+        rows = [r for r in rows if r.get("stage") == "warmup" and r.get("step", 0) <= kept]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))
+    written = warmup_end.stat().st_mtime_ns if kept == 2 else None
+    saved = (out / "warmup" / "checkpoints" / f"checkpoint-{kept}" / "trainer_state.json").stat().st_mtime_ns
+
+    result = run_cli("ao_calib.run", *args, "trainer.resume_from_checkpoint=latest")
+    assert_ok(result)
+    assert f"resuming the warmup stage at step {kept}" in result.stdout + result.stderr
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r["step"] for r in rows if r.get("stage") == "warmup" and "loss" in r] == [1, 2]
+    # taken up after step `kept`: its checkpoint was not written again by a warm-up started from scratch
+    assert (out / "warmup" / "checkpoints" / f"checkpoint-{kept}" / "trainer_state.json").stat().st_mtime_ns == saved
+    assert [r["step"] for r in rows if r.get("stage", "train") == "train" and "reward" in r] == [1]
+    assert json.loads((out / "summary.json").read_text())["status"] == "completed"
+    assert (out / "checkpoints" / "checkpoint-1").is_dir() and (out / "adapter").is_dir()
+    if kept == 2:
+        assert warmup_end.stat().st_mtime_ns == written  # the warm-up's evaluation was not run again
+
+
 def test_sweep_then_report(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli("ao_calib.run", "-m", "experiment=function_call_tiny", "trainer.max_steps=2",
@@ -183,3 +228,14 @@ def test_calibrated_function_call_reward_and_eval(tmp_path):
     assert (out / "reliability_final.png").exists()
     sample = read_jsonl(out / "completions.jsonl")[0]
     assert "[epistemic status: NN]" in sample["prompt"][0]["content"]
+
+
+@pytest.mark.parametrize("key", ["warmup.resume_from_checkpoint=latest", "warmup.seed=7", "warmup.init_from=/x"])
+def test_a_warm_up_key_the_run_takes_from_the_trainer_is_refused_at_start_up(key, tmp_path):
+    """The warm-up inherits these keys from the trainer's schema, but the run reads them off trainer.* for both
+    stages: set on the warm-up they are refused by key before any model loads, naming the trainer's key."""
+    out = tmp_path / "refused"
+    result = run_cli("ao_calib.run", "experiment=function_call_demo", key, f"hydra.run.dir={out}")
+    name = key.split("=")[0].split(".")[1]
+    assert result.returncode == 2 and f"warmup.{name}=" in result.stderr and f"trainer.{name}=" in result.stderr
+    assert not (out / "summary.json").exists()
