@@ -50,4 +50,5 @@ def test_the_calibration_warm_up_loss_is_refused_on_a_sharded_model(monkeypatch)
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     with pytest.raises(AOCalibError, match="warmup.confidence_loss=calibration cannot run on a sharded model"):
         sharding.check_stages(cfg)
-    sharding.check_stages(compose_run_config(["experiment=oracle_smollm2", "warmup.confidence_loss=cross_entropy"]))
+    sharding.check_stages(compose_run_config(["experiment=oracle_smollm2", "warmup.confidence_loss=cross_entropy",
+                                                "warmup.calibration_expected_over_draw=false"]))
