@@ -22,8 +22,8 @@ from omegaconf import MISSING, DictConfig
 import ao_calib.cli_help  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.errors import AOCalibError
-from ao_calib.run_dir import WARMUP
 from ao_calib.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
+from ao_calib.run_dir import WARMUP
 from ao_calib.settings import (Checked, SettingError, above, at_least, check_tree, default_of, one_of, setting,
                                within)
 # The trainers' schemas live in their room (ao_calib.trainers.config); here for registration and the run's Config.

@@ -30,6 +30,7 @@ DELETED = "<deleted>"  # value shown for a `~key` override
 # The warm-up stage's name (ao_calib.config.run_stages uses it): its trainer writes into this subfolder of the run.
 WARMUP = "warmup"
 
+
 class RunDir:
     """One run's directory and the name of everything in it."""
 

@@ -3,8 +3,9 @@ being right, in the same forward pass as the cross-entropy.
 
 The calibration reward charges a stated confidence ``conf`` with ``λ·(conf − informativeness)²``. Its expectation
 over the model's own distribution of the number's first token d (a digit where the tokenizer splits numbers into
-digits, as SmolLM2's does; " 50" whole where it writes numbers as one token; each stands for one number, v(d)), with the informativeness replaced by ``c``, the model's probability of the row's target answer (teacher-forced,
-no gradient), is
+digits, as SmolLM2's does; " 50" whole where it writes numbers as one token; each stands for one number, v(d)),
+with the informativeness replaced by ``c``, the model's probability of the row's target answer (teacher-forced, no
+gradient), is
 
     L = Σ_d p(d) · (v(d)/100 − c)²,
 
