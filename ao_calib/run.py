@@ -96,8 +96,10 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
                          start.checkpoint)
                 continue
-            # the checkpoint this stage takes up: the resumed stage's own, none for the stages after it
+            # the checkpoint this stage takes up: the resumed stage's own, none for the stages after it; one saved
+            # at the stage's last step means the stage had finished
             resume = start.checkpoint if stage_name == start.stage else None
+            finished = resume is not None and start.step is not None and start.step >= stage.max_steps
             callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
             periodic = None
@@ -116,7 +118,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
                 periodic.trainer = trainer
             watch.training = True
             try:
-                if resume is not None and start.step is not None and start.step >= stage.max_steps:
+                if finished:
                     # Killed after the stage's last step (during its evaluation, or before the next stage saved a
                     # checkpoint): transformers would train one step past max_steps when resumed there, so the
                     # checkpoint is only loaded.
@@ -133,7 +135,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             if stop:
                 raise RunStopped(stop)
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
-                if resume is not None and start.step >= stage.max_steps and run_dir.eval_report(stage_name).is_file():
+                if finished and run_dir.eval_report(stage_name).is_file():
                     log.info("resuming: the %s stage's evaluation finished before; not repeated", stage_name)
                 else:
                     evaluate_as(tag=stage_name)

@@ -46,9 +46,10 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     a ``tag_loss_fraction`` of the rows (chosen per row from ``seed``: the same rows on every run of that seed), and
     without the answer after the tag in rows marked ``answer_in_loss: false``. With ``confidence_loss=calibration``
     the number's digits are in the mask of every row (the drawn numbers are the prior that
-    ``ao_calib.trainers.calibration_loss`` moves), and each row records where its first digit and its answer are
-    (``COLUMNS``; the number's first token must be one of ``number_ids`` where given); with ``expected_over_draw``, a row that names the answers its label was drawn from
-    (``answer_drawn_from``) also records each one's token where the answer starts (``CHOICES``)."""
+    ``ao_calib.trainers.calibration_loss`` moves), and each row records where its number's first token and its
+    answer are (``COLUMNS``; that token must be one of ``number_ids`` where given); with ``expected_over_draw``, a
+    row that names the answers its label was drawn from (``answer_drawn_from``) also records each one's token where
+    the answer starts (``CHOICES``)."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
     calibration = confidence_loss == "calibration"  # ConfidenceLoss is a str enum: its members equal their values
 
@@ -70,13 +71,13 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
         in_answer = [start >= answer[0] and end <= answer[1] and end > start for start, end in offsets]
         if row.get("answer_in_loss") is False:
             out = [o or a for o, a in zip(out, in_answer)]
-        first_digit = None
+        first_token = None
         if calibration and number is not None:
-            first_digit = next(i for i, (start, end) in enumerate(offsets) if start <= number[0] < end)
-            if number_ids is not None and completion_ids[first_digit] not in number_ids:
+            first_token = next(i for i, (start, end) in enumerate(offsets) if start <= number[0] < end)
+            if number_ids is not None and completion_ids[first_token] not in number_ids:
                 raise AOCalibError(
                     f"warmup.confidence_loss=calibration reads the number off its first token, and row {index} "
-                    f"writes it as {text[slice(*offsets[first_digit])]!r}, which is not how the tag alone begins "
+                    f"writes it as {text[slice(*offsets[first_token])]!r}, which is not how the tag alone begins "
                     "it: set warmup.confidence_loss=cross_entropy")
             digits = overlapping(number)
             out = [o and not d for o, d in zip(out, digits)]
@@ -88,7 +89,7 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
             at, kept = len(prompt_ids), len(ids)
             answer_tokens = [at + i for i, a in enumerate(in_answer) if a]
             whole_answer = bool(answer_tokens) and answer_tokens[-1] < kept
-            number_at = at + first_digit if first_digit is not None and at + first_digit < kept else -1
+            number_at = at + first_token if first_token is not None and at + first_token < kept else -1
             encoded.update(zip(calibration_loss.COLUMNS, (number_at, answer_tokens[0] if whole_answer else -1,
                                                           answer_tokens[-1] + 1 if whole_answer else -1)))
             if expected_over_draw:
