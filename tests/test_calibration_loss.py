@@ -242,3 +242,78 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
     after_value, after_logs, _ = term()
     assert after_value.item() < value.item()
     assert abs(after_logs["calibration/stated_number"] - after_logs["calibration/answer_probability"]) < before
+
+
+def test_the_two_hot_target_shares_its_mass_between_the_two_numbers_around_the_chance_of_being_right():
+    values = {0: 0, 1: 100, 2: 20, 5: 50, 9: 90}  # token index -> number, in no order
+    targets = calibration_loss.two_hot_targets(values, torch.tensor([0.55, 0.05, 0.97, 1.0, 0.0, 0.5]), 12)
+    assert targets.sum(-1).tolist() == pytest.approx([1.0] * 6)
+    number_of = torch.zeros(12)
+    for token, number in values.items():
+        number_of[token] = number
+    assert (targets @ number_of).tolist() == pytest.approx([55, 5, 97, 100, 0, 50], abs=1e-4)
+    assert targets[0].nonzero().flatten().tolist() == [5, 9]  # 55 lies between 50 and 90: 7/8 on 50
+    assert targets[0, 5].item() == pytest.approx(35 / 40)
+    assert targets[1, 0].item() == pytest.approx(0.75) and targets[1, 2].item() == pytest.approx(0.25)
+    assert targets[3, 1].item() == 1.0 and targets[4, 0].item() == 1.0 and targets[5, 5].item() == 1.0
+    assert targets[:, [3, 4, 6, 7, 8, 10, 11]].abs().sum().item() == 0  # tokens that begin no number: none
+
+
+def test_the_two_hot_term_is_a_cross_entropy_over_the_vocabulary_that_still_pulls_a_wrong_sure_number():
+    """With all the mass on one wrong number, the expected penalty's gradient vanishes (it is least at any sure
+    number) and the two-hot cross-entropy's does not; the latter is taken over the whole vocabulary, so mass on a
+    token that begins no number is charged too. Both equal their hand computation."""
+    torch.manual_seed(0)
+    vocab, width = 16, 8
+    head = torch.nn.Linear(width, vocab, bias=False)
+    number_ids = [3, 4, 5]  # token ids of the numbers 0, 50 and 100
+    values = {0: 0, 1: 50, 2: 100}
+    input_ids = torch.tensor([[1, 2, 4, 9, 10]])  # the number at 2, the answer at 3
+    indices = {"confidence_index": torch.tensor([2]), "answer_start": torch.tensor([3]),
+               "answer_end": torch.tensor([4])}
+    states = torch.zeros(1, 5, width)
+    states[0, 1] = 300 * head.weight[5].detach()  # before the number: all its mass on 100
+    # before the answer (position 2) the state is zero: every token alike, c = 1/16
+    states.requires_grad_(True)
+    c = 1 / vocab
+    penalty, logs = calibration_loss.calibration_term(states, head, input_ids, indices, number_ids, values)
+    assert logs["calibration/answer_probability"] == pytest.approx(c)
+    (grad_penalty,) = torch.autograd.grad(penalty, states)
+    two_hot, _ = calibration_loss.calibration_term(states, head, input_ids, indices, number_ids, values,
+                                                   form="two_hot")
+    (grad_two_hot,) = torch.autograd.grad(two_hot, states)
+    logp = head(states[0, 1]).log_softmax(-1)
+    share = 1 - 100 * c / 50  # 100c = 6.25 lies between 0 and 50
+    assert two_hot.item() == pytest.approx(-(share * logp[3] + (1 - share) * logp[4]).item(), rel=1e-5)
+    assert penalty.item() == pytest.approx((1 - c) ** 2, rel=1e-6)
+    assert grad_penalty.abs().max().item() < 1e-6 < grad_two_hot[0, 1].abs().max().item()
+    with pytest.raises(ValueError, match="calibration_loss_form=two_hot: out of range with "
+                                         "confidence_loss=cross_entropy"):
+        SFTTrainerConfig(calibration_loss_form="two_hot")
+
+
+def test_with_greedy_c_the_number_learns_whether_greedy_decoding_is_right_not_the_answers_probability():
+    """Two rows with the same answer token: on the first it is the most likely token (c = 1 though its probability
+    is well below 1), on the second another token is (c = 0); a row whose label was drawn from two answers takes
+    the share of them that is the most likely (1/2)."""
+    torch.manual_seed(0)
+    vocab, width = 16, 8
+    head = torch.nn.Linear(width, vocab, bias=False)
+    input_ids = torch.tensor([[1, 2, 4, 9, 10]] * 3)  # the number at 2, the answer (token 9) at 3
+    indices = {"confidence_index": torch.tensor([2, 2, 2]), "answer_start": torch.tensor([3, 3, 3]),
+               "answer_end": torch.tensor([4, 4, 4]),
+               calibration_loss.CHOICES: torch.tensor([[-1, -1], [-1, -1], [9, 11]])}
+    states = torch.zeros(3, 5, width)
+    states[0, 2] = head.weight[9].detach() / head.weight[9].norm().item() ** 2 * 2  # token 9 ahead, not sure
+    states[1, 2] = head.weight[12].detach() / head.weight[12].norm().item() ** 2 * 2
+    states[2, 2] = states[0, 2]
+    probability = head(states[0, 2]).softmax(-1)
+    assert probability.argmax().item() == 9 and probability[9].item() < 0.9
+    args = (states, head, input_ids, indices, [3, 4, 5], {0: 0, 1: 50, 2: 100})
+    _, logs = calibration_loss.calibration_term(*args, greedy=True)
+    assert logs["calibration/answer_probability"] == pytest.approx((1 + 0 + 0.5) / 3)
+    _, logs = calibration_loss.calibration_term(*args)
+    p11 = head(states[2, 2]).softmax(-1)[11].item()
+    assert logs["calibration/answer_probability"] == pytest.approx(
+        (probability[9].item() + head(states[1, 2]).softmax(-1)[9].item() + (probability[9].item() + p11) / 2) / 3,
+        rel=1e-5)

@@ -95,6 +95,27 @@ def expected_penalty(number_logits: torch.Tensor, values: dict[int, int], c: tor
     return (number_logits.float().softmax(-1) * penalty_table(values, c.float(), number_logits.shape[-1])).sum(-1)
 
 
+def two_hot_targets(values: dict[int, int], c: torch.Tensor, width: int) -> torch.Tensor:
+    """``[rows, width]``: per row, the target distribution over the numbers' first tokens whose mean is 100·c: its
+    mass on the two numbers that bracket 100·c, shared so that their mean is 100·c ("two-hot", as distributional
+    value heads encode a scalar); all of it on the end number when 100·c lies beyond the scale."""
+    ordered = sorted(values.items(), key=lambda item: item[1])
+    tokens = torch.tensor([token for token, _ in ordered], device=c.device)
+    numbers = torch.tensor([number for _, number in ordered], dtype=torch.float32, device=c.device)
+    target = (100 * c.float()).clamp(numbers[0], numbers[-1])
+    upper = torch.searchsorted(numbers, target).clamp(1, len(ordered) - 1) if len(ordered) > 1 else None
+    table = torch.zeros(c.numel(), width, dtype=torch.float32, device=c.device)
+    if upper is None:  # one number: it takes all the mass
+        table[:, tokens[0]] = 1.0
+        return table
+    lower = upper - 1
+    share = ((numbers[upper] - target) / (numbers[upper] - numbers[lower])).clamp(0, 1)  # the lower number's
+    rows = torch.arange(c.numel(), device=c.device)
+    table[rows, tokens[lower]] = share
+    table[rows, tokens[upper]] += 1 - share
+    return table
+
+
 def expected_number(number_logits: torch.Tensor, values: dict[int, int]) -> torch.Tensor:
     """Per row, the number the first token's distribution states on average (tokens that begin none count 0)."""
     weights = torch.zeros(number_logits.shape[-1], dtype=torch.float32, device=number_logits.device)
@@ -104,23 +125,30 @@ def expected_number(number_logits: torch.Tensor, values: dict[int, int]) -> torc
 
 
 def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: torch.Tensor, indices: dict,
-                     number_ids: list[int], values: dict[int, int]) -> tuple[torch.Tensor, dict[str, float]] | None:
-    """The mean of ``expected_penalty`` over the rows that have a number and an answer within their ids, and what
-    to log; None when the micro-batch has no such row. A row that names the answers its label was drawn from
-    uniformly (``CHOICES`` in ``indices``) takes as c the mean of their probabilities where its answer starts."""
+                     number_ids: list[int], values: dict[int, int], form: str = "expected_penalty",
+                     greedy: bool = False) -> tuple[torch.Tensor, dict[str, float]] | None:
+    """The term's mean over the rows that have a number and an answer within their ids, and what to log; None when
+    the micro-batch has no such row. ``form``: ``expected_penalty`` (the reward's penalty in expectation over the
+    number) or ``two_hot`` (cross-entropy against ``two_hot_targets``). A row that names the answers its label was
+    drawn from uniformly (``CHOICES`` in ``indices``) takes as c the mean of their probabilities where its answer
+    starts. ``greedy``: c is whether greedy decoding gets the answer right (every answer token the most likely one;
+    on a drawn label, the share of the answers it was drawn from that is the most likely), not its probability."""
     number_at, start, end = (indices[k] for k in COLUMNS)
     choices = indices.get(CHOICES)
     rows = ((number_at > 0) & (start > 0) & (end > start)).nonzero().flatten().tolist()
     if not rows:
         return None
     firsts = torch.tensor(number_ids, device=states.device)
-    number_logits = lm_head(states[rows, number_at[rows] - 1])[:, firsts]  # the state before the number
+    logits = lm_head(states[rows, number_at[rows] - 1])  # the state before the number
+    number_logits = logits[:, firsts]
     with torch.no_grad():
         c = []
         for row in rows:
             a, b = int(start[row]), int(end[row])
             logps = lm_head(states[row, a - 1:b - 1]).float().log_softmax(-1)
             drawn_from = choices[row][choices[row] >= 0] if choices is not None else None
+            if greedy:  # each token the most likely one: 1 or 0, what greedy decoding would get right
+                logps = torch.where(logps == logps.max(-1, keepdim=True).values, 0.0, -torch.inf)
             if drawn_from is not None and drawn_from.numel():
                 # the label is a uniform draw from these answers: its probability's expectation over the draw
                 c.append(logps[0, drawn_from].exp().mean())
@@ -128,7 +156,13 @@ def calibration_term(states: torch.Tensor, lm_head: torch.nn.Module, input_ids: 
                 c.append(logps.gather(-1, input_ids[row, a:b, None]).sum().exp())
         c = torch.stack(c)
     penalty = expected_penalty(number_logits, values, c)
+    if form == "two_hot":
+        # over the whole vocabulary: a token that begins no number is a wrong one here, not one left alone
+        targets = two_hot_targets(values, c, number_logits.shape[-1])
+        value = -(targets * logits.float().log_softmax(-1)[:, firsts]).sum(-1).mean()
+    else:
+        value = penalty.mean()
     with torch.no_grad():
         stated = expected_number(number_logits, values)
-    return penalty.mean(), {"calibration/penalty": penalty.mean().item(), "calibration/answer_probability":
-                            c.mean().item(), "calibration/stated_number": stated.mean().item()}
+    return value, {"calibration/penalty": penalty.mean().item(), "calibration/answer_probability": c.mean().item(),
+                   "calibration/stated_number": stated.mean().item()}

@@ -63,6 +63,13 @@ class ConfidenceLoss(str, Enum):
     calibration = "calibration"
 
 
+class CalibrationLossForm(str, Enum):
+    """The form of ``confidence_loss=calibration``'s term (ao_calib.trainers.calibration_loss.calibration_term)."""
+
+    expected_penalty = "expected_penalty"  # the reward's penalty in expectation over the number's first token
+    two_hot = "two_hot"  # cross-entropy against the two numbers that bracket the chance of being right
+
+
 class PromptLengthPolicy(str, Enum):
     """What happens to a prompt over ``max_prompt_length`` tokens."""
 
@@ -224,6 +231,20 @@ class SFTTrainerConfig(TrainerConfig):
         "about a row until the model reads; from the first step, while every row's chance is alike, the number "
         "settles on one value for all of them. Until then the number is learned by its cross-entropy alone.",
         allowed=within(0, 1, high_open=True))
+    calibration_loss_form: CalibrationLossForm = setting(
+        CalibrationLossForm.expected_penalty, "The form of confidence_loss=calibration's term. expected_penalty: "
+        "sum_d p(d) (value(d) - c)^2, the reward's own penalty in expectation; linear in p, it is least with all "
+        "the mass on one number, and its gradient vanishes there even when the number is wrong for the row. "
+        "two_hot: cross-entropy against a target on the two numbers that bracket 100c, shared so that their mean "
+        "is 100c (the two-hot encoding of distributional value heads); its gradient p - target never vanishes "
+        "away from the target, and its least value for rows alike is the number distribution whose mean is their "
+        "mean c.")
+    calibration_greedy: bool = setting(
+        False, "With confidence_loss=calibration, c is whether greedy decoding gets the row's answer right (each of "
+        "its tokens the most likely one, teacher-forced; on a drawn label, the share of the answers it was drawn "
+        "from that is the most likely), not the answer's probability: evaluation decodes greedily, so a model "
+        "that answers right at probability 0.8 is right every time there, and a number that learns 0.8 is "
+        "underconfident.")
     calibration_expected_over_draw: bool = setting(
         False, "With confidence_loss=calibration, on rows that name the answers their label was drawn from "
         "uniformly (answer_drawn_from, e.g. a coin-flip Yes/No about a fact the input does not hold), c is the "
@@ -237,6 +258,11 @@ class SFTTrainerConfig(TrainerConfig):
         if self.calibration_expected_over_draw and self.confidence_loss != ConfidenceLoss.calibration:
             raise ValueError("calibration_expected_over_draw=true: out of range with confidence_loss="
                              f"{ConfidenceLoss(self.confidence_loss).value} (it changes the calibration term's c); set "
+                             "confidence_loss=calibration")
+        if (self.calibration_loss_form != CalibrationLossForm.expected_penalty
+                and self.confidence_loss != ConfidenceLoss.calibration):
+            raise ValueError(f"calibration_loss_form={CalibrationLossForm(self.calibration_loss_form).value}: out of "
+                             "range with confidence_loss=cross_entropy (it is the calibration term's form); set "
                              "confidence_loss=calibration")
         if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
             raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the drawn "

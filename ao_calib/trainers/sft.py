@@ -153,6 +153,8 @@ class CalibrationLoss(NamedTuple):
     values: dict[int, int]  # index into number_ids -> the target number it begins
     weight: float
     start_step: int = 0  # optimiser steps before the term joins the loss
+    form: str = "expected_penalty"  # calibration_loss.calibration_term's form (warmup.calibration_loss_form)
+    greedy: bool = False  # c: whether greedy decoding is right, not the answer's probability (calibration_greedy)
 
 
 class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -182,7 +184,8 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
             return result
         term = calibration_loss.calibration_term(torch.cat(hidden.outputs), base.get_output_embeddings(),
                                                  inputs["input_ids"], indices, self.calibration.number_ids,
-                                                 self.calibration.values)
+                                                 self.calibration.values, self.calibration.form,
+                                                 self.calibration.greedy)
         if term is None:
             return result
         value, logs = term
@@ -229,7 +232,11 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
         calibration = CalibrationLoss(numbers.ids, numbers.values,
                                       float(stage.get("calibration_loss_weight",
                                                       default_of(SFTTrainerConfig, "calibration_loss_weight"))),
-                                      start_step=round(start * stage.max_steps))
+                                      start_step=round(start * stage.max_steps),
+                                      form=stage.get("calibration_loss_form", default_of(
+                                          SFTTrainerConfig, "calibration_loss_form")),
+                                      greedy=bool(stage.get("calibration_greedy", default_of(
+                                          SFTTrainerConfig, "calibration_greedy"))))
         log.info("%s: the tag's number learned by the calibration penalty (warmup.confidence_loss) from step %d, "
                  "read off its first token as %s", stage_name, calibration.start_step,
                  {setup.tokenizer.decode([numbers.ids[i]]): n for i, n in sorted(numbers.values.items())})
