@@ -290,6 +290,8 @@ def test_the_two_hot_term_is_a_cross_entropy_over_the_vocabulary_that_still_pull
     with pytest.raises(ValueError, match="calibration_loss_form=two_hot: out of range with "
                                          "confidence_loss=cross_entropy"):
         SFTTrainerConfig(calibration_loss_form="two_hot")
+    with pytest.raises(ValueError, match="calibration_greedy=true: out of range with confidence_loss=cross_entropy"):
+        SFTTrainerConfig(calibration_greedy=True)
 
 
 def test_with_greedy_c_the_number_learns_whether_greedy_decoding_is_right_not_the_answers_probability():

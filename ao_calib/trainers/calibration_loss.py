@@ -26,6 +26,14 @@ row) in the cross-entropy of every row: a prior that keeps every digit possible.
 p(d) = u(d) / (μ + w·E[penalty(d)]) for prior u and a normaliser μ, whose most likely digit, for a uniform u, is
 the one nearest E[c | input]: what greedy decoding states.
 
+That penalty is linear in p, so it is least with all the mass on one number, and at any such number its gradient
+is zero, even where c says the row needs another: a model whose number settles on the rows' mean c before it tells
+the rows apart keeps that number (the tiny random-weight Qwen3 does: BENCHMARKS.md). ``form="two_hot"``
+(``warmup.calibration_loss_form``) trains the number instead by cross-entropy, over the whole vocabulary, against
+the two numbers that bracket 100·c, shared so that their mean is 100·c (``two_hot_targets``): its gradient p − target
+does not vanish away from the target, and over rows alike its least value is the distribution whose mean number is
+their mean c.
+
 Only the number is trained by this term (c carries no gradient); the answer keeps its cross-entropy, unless a row
 marks its answer out of the loss (``answer_in_loss: false``, e.g. a coin-flip label), where c still counts.
 """

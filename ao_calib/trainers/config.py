@@ -264,6 +264,9 @@ class SFTTrainerConfig(TrainerConfig):
             raise ValueError(f"calibration_loss_form={CalibrationLossForm(self.calibration_loss_form).value}: out of "
                              "range with confidence_loss=cross_entropy (it is the calibration term's form); set "
                              "confidence_loss=calibration")
+        if self.calibration_greedy and self.confidence_loss != ConfidenceLoss.calibration:
+            raise ValueError("calibration_greedy=true: out of range with confidence_loss=cross_entropy (it changes "
+                             "the calibration term's c); set confidence_loss=calibration")
         if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
             raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the drawn "
                              "number's cross-entropy is its prior); allowed cross_entropy, or set "

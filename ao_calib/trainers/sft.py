@@ -237,8 +237,9 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
                                           SFTTrainerConfig, "calibration_loss_form")),
                                       greedy=bool(stage.get("calibration_greedy", default_of(
                                           SFTTrainerConfig, "calibration_greedy"))))
-        log.info("%s: the tag's number learned by the calibration penalty (warmup.confidence_loss) from step %d, "
-                 "read off its first token as %s", stage_name, calibration.start_step,
+        log.info("%s: the tag's number learned by the calibration term (warmup.confidence_loss, form %s%s) from step "
+                 "%d, read off its first token as %s", stage_name, getattr(calibration.form, "value", calibration.form),
+                 ", c from greedy decoding" if calibration.greedy else "", calibration.start_step,
                  {setup.tokenizer.decode([numbers.ids[i]]): n for i, n in sorted(numbers.values.items())})
         if calibration_loss.CHOICES in train.column_names:
             drawn = sum(1 for choices in train[calibration_loss.CHOICES] if choices)
