@@ -110,12 +110,12 @@ def two_hot_targets(values: dict[int, int], c: torch.Tensor, width: int) -> torc
     ordered = sorted(values.items(), key=lambda item: item[1])
     tokens = torch.tensor([token for token, _ in ordered], device=c.device)
     numbers = torch.tensor([number for _, number in ordered], dtype=torch.float32, device=c.device)
-    target = (100 * c.float()).clamp(numbers[0], numbers[-1])
-    upper = torch.searchsorted(numbers, target).clamp(1, len(ordered) - 1) if len(ordered) > 1 else None
     table = torch.zeros(c.numel(), width, dtype=torch.float32, device=c.device)
-    if upper is None:  # one number: it takes all the mass
+    if len(ordered) == 1:  # one number: it takes all the mass
         table[:, tokens[0]] = 1.0
         return table
+    target = (100 * c.float()).clamp(numbers[0], numbers[-1])
+    upper = torch.searchsorted(numbers, target).clamp(1, len(ordered) - 1)
     lower = upper - 1
     share = ((numbers[upper] - target) / (numbers[upper] - numbers[lower])).clamp(0, 1)  # the lower number's
     rows = torch.arange(c.numel(), device=c.device)

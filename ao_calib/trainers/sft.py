@@ -16,7 +16,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import (confidence_span, first_digit_values, parse_epistemic_status,
                                           tag_span)
-from ao_calib.trainers.config import SFTTrainerConfig
+from ao_calib.trainers.config import CalibrationLossForm, SFTTrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
@@ -212,33 +212,28 @@ def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "
 
 def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
     chat_kwargs = plain(setup.model_config.chat_template_kwargs)
-    # the schema's defaults for a stage saved before these keys existed
-    confidence_loss = stage.get("confidence_loss", default_of(SFTTrainerConfig, "confidence_loss"))
+
+    def setting(key: str):  # the schema's default for a stage saved before the key existed
+        return stage.get(key, default_of(SFTTrainerConfig, key))
+
+    confidence_loss = setting("confidence_loss")
     numbers = None
     if confidence_loss == "calibration":
         numbers = calibration_loss.number_tokens(setup.tokenizer, target_number_values(setup.data.train).values())
     train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
-                           confidence_in_loss=stage.get("confidence_in_loss",
-                                                        default_of(SFTTrainerConfig, "confidence_in_loss")),
-                           tag_loss_fraction=stage.get("tag_loss_fraction",
-                                                       default_of(SFTTrainerConfig, "tag_loss_fraction")),
+                           confidence_in_loss=setting("confidence_in_loss"),
+                           tag_loss_fraction=setting("tag_loss_fraction"),
                            seed=setup.seed, confidence_loss=confidence_loss,
-                           expected_over_draw=stage.get("calibration_expected_over_draw", default_of(
-                               SFTTrainerConfig, "calibration_expected_over_draw")),
+                           expected_over_draw=setting("calibration_expected_over_draw"),
                            number_ids=numbers.ids if numbers else None)
     calibration = None
     if numbers is not None:
-        start = float(stage.get("calibration_loss_start", default_of(SFTTrainerConfig, "calibration_loss_start")))
-        calibration = CalibrationLoss(numbers.ids, numbers.values,
-                                      float(stage.get("calibration_loss_weight",
-                                                      default_of(SFTTrainerConfig, "calibration_loss_weight"))),
-                                      start_step=round(start * stage.max_steps),
-                                      form=stage.get("calibration_loss_form", default_of(
-                                          SFTTrainerConfig, "calibration_loss_form")),
-                                      greedy=bool(stage.get("calibration_greedy", default_of(
-                                          SFTTrainerConfig, "calibration_greedy"))))
+        calibration = CalibrationLoss(numbers.ids, numbers.values, float(setting("calibration_loss_weight")),
+                                      start_step=round(float(setting("calibration_loss_start")) * stage.max_steps),
+                                      form=CalibrationLossForm(setting("calibration_loss_form")).value,
+                                      greedy=bool(setting("calibration_greedy")))
         log.info("%s: the tag's number learned by the calibration term (warmup.confidence_loss, form %s%s) from step "
-                 "%d, read off its first token as %s", stage_name, getattr(calibration.form, "value", calibration.form),
+                 "%d, read off its first token as %s", stage_name, calibration.form,
                  ", c from greedy decoding" if calibration.greedy else "", calibration.start_step,
                  {setup.tokenizer.decode([numbers.ids[i]]): n for i, n in sorted(numbers.values.items())})
         if calibration_loss.CHOICES in train.column_names:
