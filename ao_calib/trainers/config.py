@@ -10,7 +10,7 @@ from typing import Optional
 
 from omegaconf import MISSING
 
-from ao_calib.settings import Checked, above, at_least, setting, within
+from ao_calib.settings import Checked, above, at_least, default_of, setting, within
 
 
 @dataclass
@@ -255,18 +255,16 @@ class SFTTrainerConfig(TrainerConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.calibration_expected_over_draw and self.confidence_loss != ConfidenceLoss.calibration:
-            raise ValueError("calibration_expected_over_draw=true: out of range with confidence_loss="
-                             f"{ConfidenceLoss(self.confidence_loss).value} (it changes the calibration term's c); set "
-                             "confidence_loss=calibration")
-        if (self.calibration_loss_form != CalibrationLossForm.expected_penalty
-                and self.confidence_loss != ConfidenceLoss.calibration):
-            raise ValueError(f"calibration_loss_form={CalibrationLossForm(self.calibration_loss_form).value}: out of "
-                             "range with confidence_loss=cross_entropy (it is the calibration term's form); set "
-                             "confidence_loss=calibration")
-        if self.calibration_greedy and self.confidence_loss != ConfidenceLoss.calibration:
-            raise ValueError("calibration_greedy=true: out of range with confidence_loss=cross_entropy (it changes "
-                             "the calibration term's c); set confidence_loss=calibration")
+        if self.confidence_loss != ConfidenceLoss.calibration:  # keys of the calibration term alone, off their default
+            for key, why, shown in (
+                    ("calibration_expected_over_draw", "it changes the calibration term's c", "true"),
+                    ("calibration_loss_form", "it is the calibration term's form",
+                     CalibrationLossForm(self.calibration_loss_form).value),
+                    ("calibration_greedy", "it changes the calibration term's c", "true")):
+                if getattr(self, key) != default_of(type(self), key):
+                    raise ValueError(f"{key}={shown}: out of range with confidence_loss="
+                                     f"{ConfidenceLoss(self.confidence_loss).value} ({why}); set "
+                                     "confidence_loss=calibration")
         if self.confidence_loss == ConfidenceLoss.calibration and not self.confidence_in_loss:
             raise ValueError("confidence_loss=calibration: out of range with confidence_in_loss=false (the drawn "
                              "number's cross-entropy is its prior); allowed cross_entropy, or set "
