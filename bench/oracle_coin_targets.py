@@ -9,7 +9,7 @@ value, each first token read as the number of ``task.sft_confidences`` it begins
 A label drawn by a coin makes c near 0 or 1 on a row the oracle answers firmly, though its mean is about 0.5:
 ``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
 
-    python -m bench.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-260 [--rows 200]
+    python -m bench.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-340 [--rows 200]
         [--by-kind] [--experiment quickstart] [overrides ...]
 """
 
