@@ -1,0 +1,138 @@
+"""What an oracle test bed allows, beside what the oracle and its Platt baseline reached on the same rows.
+
+On a generated bed (``task.data.generate.stated_fraction`` below 1) every predictions row says whether the prompt
+states the fact it asks about (``readable``); an unstated fact's label is a coin flip that no reader can foresee.
+So, per run, from its ``own`` rows:
+
+- the reader's ceiling on accuracy: every stated row right, the coin's 0.5 on the others;
+- the AUROC of readability alone (1 on stated rows, 0.5 on the others), and the AUROC ceiling of any confidence
+  that cannot foresee a coin (the stated rows the oracle got right first, the unstated ones tied, the stated rows it
+  got wrong last): no stated number can rank the same rows better;
+- the oracle's accuracy on stated and unstated rows, its AUROC, and how well its number and the Platt-scaled answer
+  probability tell stated rows from unstated ones (AUROC with ``readable`` as the label).
+
+The Platt-scaled answer probability is read from the rows (``baselines.logprob_platt``, written by a run's final
+evaluation) or from ``bench.oracle_baselines``' JSON (``RUN:PREDICTIONS:BASELINES.json``)::
+
+    python -m bench.oracle_bed_ceiling RUN/eval_predictions.jsonl W_s1/eval_predictions_test.jsonl:W_base_s1.json
+
+``--draws N --config RUN/config.yaml`` also counts the unstated rows of the held-out split the generator draws for
+seeds 0..N-1 with that run's generator settings: how far one seed's split sits from the bed's mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ao_calib.calibration.metrics import auroc
+
+
+@dataclass(frozen=True)
+class BedCeiling:
+    rows: int
+    unstated: int
+    accuracy_ceiling: float  # every stated row right, unstated rows at the coin's 0.5
+    accuracy: float
+    accuracy_stated: float
+    accuracy_unstated: float
+    auroc_readability: float  # confidence 1 on stated rows, 0.5 on unstated ones
+    auroc_ceiling: float  # the most a confidence that cannot foresee a coin reaches on these rows
+    auroc_oracle: float
+    auroc_platt: float | None
+    readable_auroc_oracle: float  # the stated number, stated rows against unstated ones
+    readable_auroc_platt: float | None
+
+
+def bed_ceiling(rows: list[dict], platt: list[float] | None = None) -> BedCeiling:
+    """The figures above for one evaluation's ``own`` rows (each with ``readable``, ``scores.correct`` and
+    ``scores.confidence``; an untagged row counts at 0.5, as the calibration metrics score it)."""
+    if any(r.get("readable") is None for r in rows):
+        raise ValueError("every row needs `readable` (a generated bed with task.data.generate.stated_fraction < 1)")
+    correct = np.array([float(r["scores"]["correct"]) for r in rows])
+    readable = np.array([bool(r["readable"]) for r in rows])
+    confidence = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
+                           for r in rows])
+    right = correct > 0.5
+    readability = np.where(readable, 1.0, 0.5)
+    best = np.where(readable, np.where(right, 1.0, 0.0), 0.5)
+    stated = readable.astype(float)
+    return BedCeiling(
+        rows=len(rows), unstated=int((~readable).sum()),
+        accuracy_ceiling=float(readable.mean() + 0.5 * (~readable).mean()),
+        accuracy=float(correct.mean()), accuracy_stated=float(correct[readable].mean()),
+        accuracy_unstated=float(correct[~readable].mean()) if (~readable).any() else float("nan"),
+        auroc_readability=auroc(readability, correct), auroc_ceiling=auroc(best, correct),
+        auroc_oracle=auroc(confidence, correct),
+        auroc_platt=None if platt is None else auroc(platt, correct),
+        readable_auroc_oracle=auroc(confidence, stated),
+        readable_auroc_platt=None if platt is None else auroc(platt, stated))
+
+
+def _platt(rows: list[dict], baselines: Path | None) -> list[float] | None:
+    """The Platt-scaled answer probability per row: from bench.oracle_baselines' JSON (matched by prompt and
+    question), else from the rows' own ``baselines.logprob_platt``; None when neither has it."""
+    if baselines is not None:
+        by_row = {(b["source_id"], b["question"]): b["logprob_platt"] for b in json.loads(baselines.read_text())["rows"]}
+        return [by_row[(r["source_id"], r["question"])] for r in rows]
+    values = [(r.get("baselines") or {}).get("logprob_platt") for r in rows]
+    return None if any(v is None for v in values) else values
+
+
+def unstated_draws(config: Path, seeds: int) -> list[int]:
+    """Unstated rows of the evaluated split the generator draws for seeds 0..seeds-1 with ``config``'s settings."""
+    from omegaconf import OmegaConf
+
+    from tasks.oracle.generate import generate_splits
+
+    cfg = OmegaConf.load(config)
+    gen, split = cfg.task.data.generate, cfg.task.data.eval_split
+    counts = []
+    for seed in range(seeds):
+        splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt, list(gen.kinds),
+                                 seed, n_validation_prompts=gen.n_validation_prompts,
+                                 stated_fraction=gen.stated_fraction, phrasings=gen.phrasings,
+                                 length_matched=gen.length_matched)
+        held_out = splits[1] if split == "validation" and len(splits) == 3 else splits[-1]
+        counts.append(sum(not r["readable"] for r in held_out))
+    return counts
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("predictions", nargs="*",
+                        help="eval_predictions*.jsonl files, each optionally :BASELINES.json (bench.oracle_baselines)")
+    parser.add_argument("--draws", type=int, default=0, help="also count the unstated held-out rows of seeds 0..N-1")
+    parser.add_argument("--config", type=Path, help="a run's config.yaml: the generator settings for --draws")
+    args = parser.parse_args(argv)
+    print("| predictions | rows | unstated | accuracy ceiling | accuracy | stated / unstated | AUROC: readability alone "
+          "| AUROC ceiling | oracle AUROC | Platt AUROC | ceiling - Platt | stated vs unstated: number / Platt |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for spec in args.predictions:
+        path, _, baselines = spec.partition(":")
+        rows = [r for r in map(json.loads, Path(path).read_text().splitlines()) if r.get("condition", "own") == "own"]
+        c = bed_ceiling(rows, _platt(rows, Path(baselines) if baselines else None))
+        gap = None if c.auroc_platt is None else c.auroc_ceiling - c.auroc_platt
+        print(f"| {path} | {c.rows} | {c.unstated} | {c.accuracy_ceiling:.3f} | {c.accuracy:.3f} | "
+              f"{c.accuracy_stated:.3f} / {c.accuracy_unstated:.3f} | {c.auroc_readability:.3f} | "
+              f"{c.auroc_ceiling:.3f} | {c.auroc_oracle:.3f} | {_fmt(c.auroc_platt)} | "
+              f"{'-' if gap is None else f'{gap:+.3f}'} | {c.readable_auroc_oracle:.3f} / "
+              f"{_fmt(c.readable_auroc_platt)} |")
+    if args.draws:
+        if args.config is None:
+            parser.error("--draws needs --config RUN/config.yaml")
+        counts = np.array(unstated_draws(args.config, args.draws))
+        print(f"\nunstated held-out rows, seeds 0-{args.draws - 1}: mean {counts.mean():.1f}, sd {counts.std():.1f}, "
+              f"min {counts.min()}, max {counts.max()}; per seed: {counts.tolist()}")
+
+
+if __name__ == "__main__":
+    main()
