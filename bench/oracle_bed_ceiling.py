@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ao_calib.calibration.metrics import auroc
+from ao_calib.io import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -87,16 +88,13 @@ def unstated_draws(config: Path, seeds: int) -> list[int]:
     """Unstated rows of the evaluated split the generator draws for seeds 0..seeds-1 with ``config``'s settings."""
     from omegaconf import OmegaConf
 
-    from tasks.oracle.generate import generate_splits
+    from tasks.oracle.generate import generate_splits_for
 
     cfg = OmegaConf.load(config)
-    gen, split = cfg.task.data.generate, cfg.task.data.eval_split
+    split = cfg.task.data.eval_split
     counts = []
     for seed in range(seeds):
-        splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt, list(gen.kinds),
-                                 seed, n_validation_prompts=gen.n_validation_prompts,
-                                 stated_fraction=gen.stated_fraction, phrasings=gen.phrasings,
-                                 length_matched=gen.length_matched)
+        splits = generate_splits_for(cfg.task.data.generate, seed)
         held_out = splits[1] if split == "validation" and len(splits) == 3 else splits[-1]
         counts.append(sum(not r["readable"] for r in held_out))
     return counts
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in args.predictions:
         path, _, baselines = spec.partition(":")
-        rows = [r for r in map(json.loads, Path(path).read_text().splitlines()) if r.get("condition", "own") == "own"]
+        rows = [r for _, r in read_jsonl(path, "predictions file") if r.get("condition", "own") == "own"]
         c = bed_ceiling(rows, _platt(rows, Path(baselines) if baselines else None))
         gap = None if c.auroc_platt is None else c.auroc_ceiling - c.auroc_platt
         print(f"| {path} | {c.rows} | {c.unstated} | {c.accuracy_ceiling:.3f} | {c.accuracy:.3f} | "

@@ -181,6 +181,15 @@ def generate_splits(n_train_prompts: int, n_test_prompts: int, questions_per_pro
     return train, [r for r in rows if r["prompt_id"] in validation_ids], test
 
 
+def generate_splits_for(generate, seed: int) -> tuple[list[dict], ...]:
+    """:func:`generate_splits` with the settings of a ``task.data.generate`` config (its dataclass or its node in a
+    run's config.yaml), so that the task and anything recomputing its rows draw the same splits."""
+    return generate_splits(generate.n_train_prompts, generate.n_test_prompts, generate.questions_per_prompt,
+                           list(generate.kinds), seed, n_validation_prompts=generate.n_validation_prompts,
+                           stated_fraction=generate.stated_fraction, phrasings=generate.phrasings,
+                           length_matched=generate.length_matched)
+
+
 _MOOD_OF = {word: mood for mood, words in MOOD_WORDS.items() for word in words}
 # Each wording of each kind as a pattern whose one group is the asked value, compiled once.
 _QUESTION_PATTERNS = [(kind, re.compile(re.escape(form).replace(re.escape("{x}"), r"(\w+)")))

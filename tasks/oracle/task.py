@@ -29,7 +29,7 @@ from .baselines import ANSWERS
 from .classification import load_suite
 from .config import OracleTaskConfig
 from .data import load_labelled_rows, load_wildchat
-from .generate import NOT_STATED, generate_splits, open_question
+from .generate import NOT_STATED, generate_splits_for, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
 from .steering import ActivationSteering, noise_like, pair_controls, position_rule
@@ -134,11 +134,7 @@ class OracleTask(Task):
                 raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
             train, test = load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
         else:
-            gen = data.generate
-            splits = generate_splits(gen.n_train_prompts, gen.n_test_prompts, gen.questions_per_prompt,
-                                     list(gen.kinds), self.data_seed, n_validation_prompts=gen.n_validation_prompts,
-                                     stated_fraction=gen.stated_fraction, phrasings=gen.phrasings,
-                                     length_matched=gen.length_matched)
+            splits = generate_splits_for(data.generate, self.data_seed)
             train, test = splits[0], splits[-1]
             self._validation_rows = splits[1] if len(splits) == 3 else []
             if data.eval_split == "validation":
