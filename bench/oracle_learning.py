@@ -1,5 +1,5 @@
-"""Does the tiny oracle learn *when* it knows? Runs ``experiment=quickstart`` (the mixed-difficulty test bed: SFT
-warm-up -> GRPO on the calibration reward -> evaluation) for several seeds and puts four confidences side by side
+"""Does the tiny oracle learn *when* it knows? Runs ``experiment=quickstart`` (moods stated in three prompts of four, so
+that readability varies within one question text: SFT warm-up -> GRPO on the calibration reward -> evaluation) for several seeds and puts four confidences side by side
 on the same held-out rows:
 
 (a) the warmed-up oracle's stated confidence, before GRPO;
