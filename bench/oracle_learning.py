@@ -1,6 +1,6 @@
-"""Does the tiny oracle learn *when* it knows? Runs ``experiment=quickstart`` (moods stated in three prompts of four, so
-that readability varies within one question text: SFT warm-up -> GRPO on the calibration reward -> evaluation) for several seeds and puts four confidences side by side
-on the same held-out rows:
+"""Does the tiny oracle learn *when* it knows? Runs ``experiment=quickstart`` (moods stated in three prompts of four,
+so that readability varies within one question text: SFT warm-up -> GRPO on the calibration reward -> evaluation)
+for several seeds and puts four confidences side by side on the same held-out rows:
 
 (a) the warmed-up oracle's stated confidence, before GRPO;
 (b) a constant confidence equal to the oracle's accuracy on a calibration split (fresh prompts from the training
