@@ -257,6 +257,29 @@ def test_unstated_facts_vary_readability_inside_one_question_text():
     assert {r["question"].split()[0] for r in old_train} <= {"Is", "Does"}
 
 
+@pytest.mark.parametrize("experiment", ["quickstart", "oracle_smollm2"])
+def test_each_oracle_preset_bed_varies_readability_inside_one_question_text(experiment):
+    """The two presets the calibration bars are measured on: on their own test split, most mood question texts are
+    asked both of prompts that state the mood and of prompts that do not, so that no rule reading the question text
+    alone can tell which rows are readable; and the split holds both kinds of row in number."""
+    from collections import defaultdict
+
+    from ao_calib_tasks.oracle.generate import generate_splits_for
+
+    from ao_calib.config import compose_run_config
+
+    cfg = compose_run_config([f"experiment={experiment}"])
+    _, validation, test = generate_splits_for(cfg.task.data.generate, cfg.trainer.seed)
+    assert validation and test
+    readable = defaultdict(set)
+    for r in test:
+        if r["kind"] == "mood":
+            readable[r["question"]].add(r["readable"])
+    assert readable and sum(v == {True, False} for v in readable.values()) >= len(readable) / 2
+    unstated = sum(not r["readable"] for r in test)
+    assert 0.05 * len(test) < unstated < 0.5 * len(test)
+
+
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_a_prompts_length_does_not_tell_whether_it_states_the_fact(seed):
