@@ -12,6 +12,29 @@ from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
 
 
+def test_a_validation_run_writes_the_raw_answer_probability_beside_the_number(tmp_path):
+    """A run choosing settings on the validation split has no Platt baseline (its map is fitted on validation): it
+    writes the oracle's own answer probability raw in every own-condition row, and its AUROC in eval.json is the one
+    the rows give, so the bar over the Platt baseline (whose map keeps the order) can be checked from the rows."""
+    from ao_calib.calibration.metrics import auroc
+
+    out = tmp_path / "validation"
+    result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.data.generate.n_validation_prompts=8",
+                     "task.data.eval_split=validation", "eval.initial=false", "trainer.max_steps=1",
+                     f"hydra.run.dir={out}")
+    assert_ok(result)
+    final = json.loads((out / "eval.json").read_text())
+    assert "logprob_platt" not in final.get("baselines", {})
+    own = read_jsonl(out / "eval_predictions.jsonl")
+    probabilities = [r["baselines"]["logprob"] for r in own]
+    assert len(own) == 8 and all(0 < p <= 1 for p in probabilities)
+    value = auroc(probabilities, [r["scores"]["correct"] for r in own])
+    reported = final["baselines"]["logprob"]["auroc"]
+    assert reported == value or (value != value and reported != reported)  # nan where every answer is right/wrong
+    assert all("baselines" not in r for r in read_jsonl(out / "eval_predictions_warmup.jsonl"))
+    assert "own-answer probability (raw" in result.stdout
+
+
 def test_oracle_pipeline_run_directory(tmp_path):
     out = tmp_path / "oracle"
     fixtures = Path(__file__).parent / "fixtures" / "ao_classification"

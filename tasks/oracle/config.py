@@ -222,7 +222,8 @@ class OracleTaskConfig(TaskConfig):
         True, "At the final evaluation (generated data with a validation split, scoring the test split): the "
         "oracle's own answer probability, Platt-scaled on the validation split, as baselines.logprob_platt in every "
         "predictions row and its AUROC/ECE in eval.json (baselines.logprob_platt): the classical confidence the "
-        "stated one must beat.")
+        "stated one must beat. A run scoring the validation split writes the probability raw instead "
+        "(baselines.logprob, with its AUROC), which ranks the rows as the Platt-scaled one would.")
     prompt: OraclePromptConfig = setting(factory=OraclePromptConfig, help="What is added to every oracle question.")
     stand_in: StandInOracleConfig = setting(factory=StandInOracleConfig, help="A tiny stand-in for a pretrained "
                                             "oracle adapter, for offline runs (tiny models only).")

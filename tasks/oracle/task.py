@@ -472,8 +472,11 @@ class OracleTask(Task):
 
         from .baselines import own_answer_probabilities
 
-        if (tag != RunDir.FINAL or not self._validation_rows or self.config.data.eval_split != "test"
-                or not self.config.baselines_logprob_platt):
+        if tag != RunDir.FINAL or not self.config.baselines_logprob_platt:
+            return {}
+        if self.config.data.eval_split == "validation":
+            return self._logprob_on_validation(model, tokenizer, run_dir, tag)
+        if not self._validation_rows or self.config.data.eval_split != "test":
             return {}
         if distributed.is_distributed() and distributed.sharded():
             log.warning("baselines.logprob_platt: skipped under a sharded model (it scores on the main process)")
@@ -520,6 +523,47 @@ class OracleTask(Task):
             return {"baselines": {"logprob_platt": report}}
 
         return distributed.on_main(fit_and_apply)
+
+    def _logprob_on_validation(self, model, tokenizer, run_dir: RunDir, tag: str) -> dict:
+        """A run that evaluates on the validation split (choosing settings) has nothing to fit Platt's map on but
+        the rows it scores, so it writes the oracle's own answer probability raw, as ``baselines.logprob`` in every
+        own-condition row, with its AUROC in eval.json: Platt's map is increasing, so the raw probability ranks the
+        rows as the Platt-scaled one would, and the bar "AUROC above the Platt baseline's" can be checked on
+        validation from the rows."""
+        from ao_calib.calibration.metrics import auroc, within_group_auroc
+        from ao_calib.evaluation.evaluate import rows_of_records
+
+        from .baselines import own_answer_probabilities
+
+        if distributed.is_distributed() and distributed.sharded():
+            log.warning("baselines.logprob: skipped under a sharded model (it scores on the main process)")
+            return {}
+
+        def score() -> dict:
+            path = run_dir.predictions(tag)
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            rows = rows_of_records(self._test_rows, records, self.context.eval_seed, ("source_id", "question"))
+            if rows is None:
+                log.warning("baselines.logprob: skipped: the predictions rows of %s are not the rows this "
+                            "evaluation drew", path)
+                return {}
+            probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
+                                                     self._steering,
+                                                     chat_template_kwargs=dict(self.context.model.chat_template_kwargs))
+            for record, p_own in zip(records, probabilities):
+                record["baselines"] = {"logprob": p_own}
+            path.unlink()
+            append_jsonl(path, records)
+            hits = [r["scores"]["correct"] for r in records]
+            report = {"auroc": auroc(probabilities, hits),
+                      "auroc_within_question": within_group_auroc(probabilities, hits,
+                                                                  [r["question"] for r in records])}
+            print(f"[eval:{tag}] baseline: own-answer probability (raw; Platt is fitted on test-split runs only): "
+                  f"AUROC {report['auroc']:.3f}, within-question AUROC {report['auroc_within_question']:.3f}",
+                  flush=True)
+            return {"baselines": {"logprob": report}}
+
+        return distributed.on_main(score)
 
     def _classification(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         ccfg = self.config.classification
