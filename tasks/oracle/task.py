@@ -468,7 +468,6 @@ class OracleTask(Task):
         evaluation of a run whose generated data has a validation split (and that does not evaluate on it)."""
         from ao_calib.calibration.metrics import auroc, expected_calibration_error, within_group_auroc
         from ao_calib.calibration.recalibration import PlattScaling
-        from ao_calib.evaluation.evaluate import rows_of_records
 
         from .baselines import own_answer_probabilities
 
@@ -497,16 +496,10 @@ class OracleTask(Task):
                 return {}
             fit = PlattScaling.fit(own_answer_probabilities(model, tokenizer, validation, completions,
                                                             self._steering, chat_template_kwargs=template), correct)
-            path = run_dir.predictions(tag)
-            records = [json.loads(line) for line in path.read_text().splitlines()]
-            # the rows the evaluation drew (a sample of eval.num_samples, in file order), not the first ones
-            rows = rows_of_records(self._test_rows, records, self.context.eval_seed, ("source_id", "question"))
-            if rows is None:
-                log.warning("baselines.logprob_platt: skipped: the predictions rows of %s are not the rows this "
-                            "evaluation drew", path)
+            scored = self._own_answer_probabilities_of_predictions(model, tokenizer, run_dir, tag, "logprob_platt")
+            if scored is None:
                 return {}
-            probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
-                                                     self._steering, chat_template_kwargs=template)
+            path, records, probabilities = scored
             platt = fit(probabilities).tolist()
             for record, p_own, p_platt in zip(records, probabilities, platt):
                 record["baselines"] = {"logprob": p_own, "logprob_platt": p_platt}
@@ -524,6 +517,27 @@ class OracleTask(Task):
 
         return distributed.on_main(fit_and_apply)
 
+    def _own_answer_probabilities_of_predictions(self, model, tokenizer, run_dir: RunDir, tag: str, name: str):
+        """(path, records, probabilities): the evaluation's own-condition predictions rows and the oracle's own
+        probability of each row's answer, read off the model on the rows the evaluation drew (a sample of
+        eval.num_samples, in file order, not the first ones); None, with a warning naming ``baselines.<name>``,
+        when the file's rows are not those."""
+        from ao_calib.evaluation.evaluate import rows_of_records
+
+        from .baselines import own_answer_probabilities
+
+        path = run_dir.predictions(tag)
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        rows = rows_of_records(self._test_rows, records, self.context.eval_seed, ("source_id", "question"))
+        if rows is None:
+            log.warning("baselines.%s: skipped: the predictions rows of %s are not the rows this evaluation drew",
+                        name, path)
+            return None
+        probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
+                                                 self._steering,
+                                                 chat_template_kwargs=dict(self.context.model.chat_template_kwargs))
+        return path, records, probabilities
+
     def _logprob_on_validation(self, model, tokenizer, run_dir: RunDir, tag: str) -> dict:
         """A run that evaluates on the validation split (choosing settings) has nothing to fit Platt's map on but
         the rows it scores, so it writes the oracle's own answer probability raw, as ``baselines.logprob`` in every
@@ -531,25 +545,16 @@ class OracleTask(Task):
         rows as the Platt-scaled one would, and the bar "AUROC above the Platt baseline's" can be checked on
         validation from the rows."""
         from ao_calib.calibration.metrics import auroc, within_group_auroc
-        from ao_calib.evaluation.evaluate import rows_of_records
-
-        from .baselines import own_answer_probabilities
 
         if distributed.is_distributed() and distributed.sharded():
             log.warning("baselines.logprob: skipped under a sharded model (it scores on the main process)")
             return {}
 
         def score() -> dict:
-            path = run_dir.predictions(tag)
-            records = [json.loads(line) for line in path.read_text().splitlines()]
-            rows = rows_of_records(self._test_rows, records, self.context.eval_seed, ("source_id", "question"))
-            if rows is None:
-                log.warning("baselines.logprob: skipped: the predictions rows of %s are not the rows this "
-                            "evaluation drew", path)
+            scored = self._own_answer_probabilities_of_predictions(model, tokenizer, run_dir, tag, "logprob")
+            if scored is None:
                 return {}
-            probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
-                                                     self._steering,
-                                                     chat_template_kwargs=dict(self.context.model.chat_template_kwargs))
+            path, records, probabilities = scored
             for record, p_own in zip(records, probabilities):
                 record["baselines"] = {"logprob": p_own}
             path.unlink()
