@@ -454,11 +454,26 @@ class OracleTask(Task):
         return pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows])
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        out = self._logprob_platt_baseline(model, tokenizer, generate, run_dir, tag)
+        out = self._answer_probability_baseline(model, tokenizer, generate, run_dir, tag)
         ccfg = self.config.classification
         if not ccfg.enabled:
             return out
         return {**out, **self._classification(model, tokenizer, generate, run_dir, tag)}
+
+    def _answer_probability_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+        """``task.baselines_logprob_platt`` at the final evaluation: Platt-scaled on a run scoring the test split (with
+        a validation split to fit on), raw on a run scoring the validation split; nothing otherwise."""
+        split = self.config.data.eval_split
+        if (tag != RunDir.FINAL or not self.config.baselines_logprob_platt
+                or not (split == "validation" or (split == "test" and self._validation_rows))):
+            return {}
+        name = "logprob" if split == "validation" else "logprob_platt"
+        if distributed.is_distributed() and distributed.sharded():
+            log.warning("baselines.%s: skipped under a sharded model (it scores on the main process)", name)
+            return {}
+        if split == "validation":
+            return self._logprob_on_validation(model, tokenizer, run_dir, tag)
+        return self._logprob_platt_baseline(model, tokenizer, generate, run_dir, tag)
 
     def _logprob_platt_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """The classical confidence the stated one must beat, on the same rows: the oracle's probability of its
@@ -471,15 +486,6 @@ class OracleTask(Task):
 
         from .baselines import own_answer_probabilities
 
-        if tag != RunDir.FINAL or not self.config.baselines_logprob_platt:
-            return {}
-        if self.config.data.eval_split == "validation":
-            return self._logprob_on_validation(model, tokenizer, run_dir, tag)
-        if not self._validation_rows or self.config.data.eval_split != "test":
-            return {}
-        if distributed.is_distributed() and distributed.sharded():
-            log.warning("baselines.logprob_platt: skipped under a sharded model (it scores on the main process)")
-            return {}
         # every process extracts (the disk cache makes it once) and generates its share; the main one scores
         self._steering.store.update(self._extract({r["prompt"] for r in self._validation_rows}, tokenizer, model,
                                                   self._layers))
@@ -545,10 +551,6 @@ class OracleTask(Task):
         rows as the Platt-scaled one would, and the bar "AUROC above the Platt baseline's" can be checked on
         validation from the rows."""
         from ao_calib.calibration.metrics import auroc, within_group_auroc
-
-        if distributed.is_distributed() and distributed.sharded():
-            log.warning("baselines.logprob: skipped under a sharded model (it scores on the main process)")
-            return {}
 
         def score() -> dict:
             scored = self._own_answer_probabilities_of_predictions(model, tokenizer, run_dir, tag, "logprob")
