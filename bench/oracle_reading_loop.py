@@ -34,7 +34,7 @@ import random
 import time
 
 import torch
-from ao_calib_tasks.oracle.generate import MOODS, NOT_STATED, TOPICS
+from ao_calib_tasks.oracle.generate import CITIES, MOODS, NOT_STATED, TOPICS
 
 from ao_calib import models
 from ao_calib.calibration.metrics import auroc
@@ -42,7 +42,7 @@ from ao_calib.config import compose_run_config
 from ao_calib.settings import plain
 from ao_calib.task_api import build_task
 
-VALUES = {"mood": sorted(MOODS), "topic": sorted(TOPICS)}
+VALUES = {"mood": sorted(MOODS), "topic": sorted(TOPICS), "city": sorted(CITIES)}
 
 
 def oracle_and_data(overrides: list[str]):
