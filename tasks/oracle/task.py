@@ -351,9 +351,14 @@ class OracleTask(Task):
             if self.config.sft_unstated_tag_only or self.config.sft_none_fraction:
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
                 # warmup.calibration_expected_over_draw may take c's expectation over the label's draw
-                train = train.map(lambda row: {"answer_in_loss": not (coin := self._answer_is_a_coin_flip(row)),
-                                               "answer_drawn_from": answers_drawn_from(row, coin)},
-                                  desc="coin-flip rows: tag only")
+                # two columns added, not a Dataset.map: map fingerprints its function by pickling what it closes
+                # over, here the task and its activation store (23 s of the quickstart's 281 on a 2-core CPU)
+                coins = [self._answer_is_a_coin_flip(row) for row in train]
+                columns = {"answer_in_loss": [not coin for coin in coins],
+                           "answer_drawn_from": [answers_drawn_from(row, coin) for row, coin in zip(train, coins)]}
+                train = train.remove_columns([name for name in columns if name in train.column_names])
+                for name, values in columns.items():
+                    train = train.add_column(name, values)
                 log.info("warm-up: %d rows keep their answer out of the loss (unstated facts: "
                          "task.sft_unstated_tag_only; random vectors: task.sft_none_fraction)",
                          train["answer_in_loss"].count(False))
