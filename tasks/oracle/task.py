@@ -352,7 +352,7 @@ class OracleTask(Task):
                 # a coin-flip label teaches nothing to read; the row's tag (and its number) still learns from it
                 # warmup.calibration_expected_over_draw may take c's expectation over the label's draw
                 # two columns added, not a Dataset.map: map fingerprints its function by pickling what it closes
-                # over, here the task and its activation store (23 s of the quickstart's 281 on a 2-core CPU)
+                # over, here the task and its activation store (20-35 s of the quickstart's set-up on a 2-core CPU)
                 coins = [self._answer_is_a_coin_flip(row) for row in train]
                 columns = {"answer_in_loss": [not coin for coin in coins],
                            "answer_drawn_from": [answers_drawn_from(row, coin) for row, coin in zip(train, coins)]}
