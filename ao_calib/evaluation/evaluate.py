@@ -10,7 +10,7 @@ from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.config import EvalConfig
 from ao_calib.evaluation.generation import generate_completions
-from ao_calib.io import append_jsonl, write_json
+from ao_calib.io import write_json, write_jsonl
 from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.run_dir import RunDir
 from ao_calib.settings import default_of
@@ -125,8 +125,7 @@ def score_and_record(task: Task, rows: list[dict], completions: list[str], run_d
                for row, completion, scores in zip(rows, completions, task.score(completions, rows))]
     metrics = task.aggregate(records, run_dir, name)
     predictions = run_dir.predictions(tag, None if variant == "main" else variant)
-    predictions.unlink(missing_ok=True)
-    append_jsonl(predictions, records)
+    write_jsonl(predictions, records)
     histogram = None
     if variant == "main":
         if records and all("confidence" in r["scores"] for r in records):

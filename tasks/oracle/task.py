@@ -18,7 +18,7 @@ from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.calibration.metrics import CORRECT_AT, calibration_report
 from ao_calib.errors import AOCalibError
 from ao_calib.judges import JudgeContext, JudgeItem, build_judge, judge_now
-from ao_calib.io import append_jsonl
+from ao_calib.io import write_jsonl
 from ao_calib.judges.label import yes_no
 from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
@@ -440,8 +440,7 @@ class OracleTask(Task):
         if not targets:
             raise AOCalibError(f"warmup=format: none of {len(rows)} own answers could be used ({len(rows) - len(kept)} "
                                "empty, the rest not judged); check the model and the judge")
-        (run_dir / "warmup_targets.jsonl").unlink(missing_ok=True)
-        append_jsonl(run_dir / "warmup_targets.jsonl", [
+        write_jsonl(run_dir / "warmup_targets.jsonl", [
             {"question": t["question"], "completion": t["completion"], "source_prompt": t["source_prompt"]}
             for t in targets])
         tagged = [c for c in confidences if c is not None]
@@ -514,8 +513,7 @@ class OracleTask(Task):
             platt = fit(probabilities).tolist()
             for record, p_own, p_platt in zip(records, probabilities, platt):
                 record["baselines"] = {"logprob": p_own, "logprob_platt": p_platt}
-            path.unlink()
-            append_jsonl(path, records)
+            write_jsonl(path, records)
             hits = [r["scores"]["correct"] for r in records]
             report = {"auroc": auroc(platt, hits), "ece": expected_calibration_error(platt, hits),
                       "auroc_within_question": within_group_auroc(platt, hits, [r["question"] for r in records]),
@@ -564,8 +562,7 @@ class OracleTask(Task):
             path, records, probabilities = scored
             for record, p_own in zip(records, probabilities):
                 record["baselines"] = {"logprob": p_own}
-            path.unlink()
-            append_jsonl(path, records)
+            write_jsonl(path, records)
             hits = [r["scores"]["correct"] for r in records]
             report = {"auroc": auroc(probabilities, hits),
                       "auroc_within_question": within_group_auroc(probabilities, hits,
@@ -603,8 +600,7 @@ class OracleTask(Task):
             results["overall"] = _calibration_of(pooled)
         if distributed.is_main():
             predictions = run_dir.predictions(tag, "classification")
-            predictions.unlink(missing_ok=True)
-            append_jsonl(predictions, records)
+            write_jsonl(predictions, records)
             _print_classification_table(tag, results, skipped)
         return {"classification": results, "classification_skipped": skipped}
 
