@@ -353,9 +353,10 @@ class OracleTask(Task):
                 # warmup.calibration_expected_over_draw may take c's expectation over the label's draw
                 # two columns added, not a Dataset.map: map fingerprints its function by pickling what it closes
                 # over, here the task and its activation store (20-35 s of the quickstart's set-up on a 2-core CPU)
-                coins = [self._answer_is_a_coin_flip(row) for row in train]
+                rows = train.to_list()  # one pass over the Arrow table, not one per column
+                coins = [self._answer_is_a_coin_flip(row) for row in rows]
                 columns = {"answer_in_loss": [not coin for coin in coins],
-                           "answer_drawn_from": [answers_drawn_from(row, coin) for row, coin in zip(train, coins)]}
+                           "answer_drawn_from": [answers_drawn_from(row, coin) for row, coin in zip(rows, coins)]}
                 train = train.remove_columns([name for name in columns if name in train.column_names])
                 for name, values in columns.items():
                     train = train.add_column(name, values)
