@@ -42,8 +42,15 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
     from hydra.utils import get_method
     from transformers.trainer_callback import ProgressCallback
 
-    from ao_calib.trainers.callbacks import (MetricsFileCallback, ProcessLayoutCallback, RewardProgressCallback,
-                                             RewardScheduleCallback)
+    from ao_calib.settings import default_of
+    from ao_calib.trainers.callbacks import (
+        MetricsFileCallback,
+        ProcessLayoutCallback,
+        RewardProgressCallback,
+        RewardScheduleCallback,
+    )
+    from ao_calib.trainers.config import TrainerConfig
+    from ao_calib.trainers.lm_head import apply_lm_head
 
     try:
         builder: TrainerBuilder = get_method(stage._target_)
@@ -51,6 +58,9 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
         raise AOCalibError(f"trainer {stage.name}: cannot import its builder {stage._target_} ({exc})") from None
     metrics_file = MetricsFileCallback(setup.run_dir.metrics, stage=stage_name)
     trainer = builder(setup, stage, stage_name, [*extra_callbacks, metrics_file])
+    head = apply_lm_head(trainer, stage.get("lm_head", default_of(TrainerConfig, "lm_head")))
+    log.info("%s: the training passes score tokens with the %s LM head (%s.lm_head)", stage_name, head,
+             "warmup" if stage_name == "warmup" else "trainer")
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(RewardProgressCallback(desc=stage_name))
     trainer.add_callback(ProcessLayoutCallback(trainer.accelerator))

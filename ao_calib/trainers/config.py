@@ -13,6 +13,14 @@ from omegaconf import MISSING
 from ao_calib.settings import Checked, above, at_least, default_of, setting, within
 
 
+class LMHead(str, Enum):
+    """How a training pass turns the last hidden states into per-token log-probabilities (ao_calib.trainers.lm_head)."""
+
+    auto = "auto"  # full where TRL's fused head has no Triton kernel (anything but CUDA and XPU), fused there
+    fused = "fused"  # TRL's fused chunked head, as TRL installs it
+    full = "full"  # the logits of the scored positions, then log_softmax
+
+
 @dataclass
 class LoraOverrideConfig(Checked):
     """Per-run LoRA choices; a null field keeps the model config's value."""
@@ -52,6 +60,11 @@ class TrainerConfig(Checked):
                                        "the same. null: a new LoRA (or the task's pretrained adapter).")
     lora: LoraOverrideConfig = setting(factory=LoraOverrideConfig, help="Per-run LoRA choices; null keeps the "
                                        "model config's value.")
+    lm_head: LMHead = setting(
+        LMHead.auto, "How the training passes score tokens. fused: TRL's fused LM head (vocabulary tiles, no full "
+        "logits: the memory saver on a GPU, a Triton kernel there). full: the logits of the scored positions only, "
+        "then log_softmax (ao_calib.trainers.lm_head; on a CPU a warm-up step of the tiny model takes 0.4x the "
+        "time, a SmolLM2 one 0.8x: BENCHMARKS.md). auto: fused on CUDA and XPU, full elsewhere.")
 
 
 class ConfidenceLoss(str, Enum):
