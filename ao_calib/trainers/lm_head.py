@@ -4,7 +4,7 @@ TRL's trainers patch the model's forward with a fused LM head (``trl.trainer.uti
 ``fused_lm_head=True`` the forward returns per-token log-probabilities, computed in vocabulary tiles without the full
 logits. On a GPU the tiles are a Triton kernel; elsewhere they are folded in torch, every position is projected
 (the masked ones too), and the projection is run again in the backward. On a CPU that costs more than the logits
-themselves: a step of the quickstart's warm-up took 2.3x as long with it, a SmolLM2-135M step 1.3x (BENCHMARKS.md,
+themselves: a step of the quickstart's warm-up took 2.7x as long with it, a SmolLM2-135M step 1.2-1.5x (BENCHMARKS.md,
 ``bench.lm_head``). ``full`` keeps TRL's forward and its outputs (``FusedCausalLMOutput``), and computes them from the
 logits of the positions that are scored only, with plain autograd; ``auto`` does that off CUDA/XPU."""
 
