@@ -1,6 +1,6 @@
 """``trainer.shared_prefix=true`` against TRL's own loss pass: the same log-probabilities, entropies and LoRA
-gradients with each distinct prompt run once (tiny Qwen3 and Gemma 3, SmolLM2), and a shuffle that keeps each
-prompt's rows together."""
+gradients with each distinct prompt run once (tiny Qwen3 and Gemma 3, SmolLM2; on TRL's LM head and on
+``lm_head=full``), and a shuffle that keeps each prompt's rows together."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.trainers.lm_head import install_full_logits
 from ao_calib.trainers.shared_prefix import (
     SharedPrefixMixin,
     prompt_groups,
@@ -26,13 +27,16 @@ TEMPERATURE = 0.8
 
 @pytest.fixture(scope="module")
 def lora_model(request, offline_env):
-    if request.param == "smollm2":  # a real pretrained Llama-layout model
+    family, _, head = request.param.partition("-")
+    if family == "smollm2":  # a real pretrained Llama-layout model
         path = request.getfixturevalue("smollm2_source")
     else:
-        path = ensure_tiny_model(TinyModelSpec(family=request.param), offline_env / "tiny_models")
+        path = ensure_tiny_model(TinyModelSpec(family=family), offline_env / "tiny_models")
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     add_fused_lm_head(base, temperature=TEMPERATURE, outputs=("log_probs", "entropy"))  # as GRPOTrainer does
+    if head == "full":  # then lm_head=full over it (the default on a CPU): the prefix's KV cache goes through it
+        assert install_full_logits(base, temperature=TEMPERATURE)
     # init_lora_weights=False: B is random too, so the adapter changes the outputs and has gradients everywhere
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
                                             init_lora_weights=False))
@@ -84,9 +88,11 @@ def pass_outputs(model, shared: bool, batch_size: int):
     return logps.detach() * completion_mask, entropy.detach() * completion_mask, grads
 
 
-# 9 rows in one pass, or in passes of 4 rows (three prompts, one pass of a single row); SmolLM2 in passes of 4 only
+# 9 rows in one pass, or in passes of 4 rows (three prompts, one pass of a single row); SmolLM2 in passes of 4 only;
+# "-full": both passes score through lm_head=full
 @pytest.mark.parametrize("lora_model, batch_size", [("qwen3", 9), ("qwen3", 4), ("gemma3", 9), ("gemma3", 4),
-                                                    ("smollm2", 4)], indirect=["lora_model"])
+                                                    ("smollm2", 4), ("qwen3-full", 4), ("gemma3-full", 9)],
+                         indirect=["lora_model"])
 def test_shared_prefix_gives_trls_log_probs_and_gradients(lora_model, batch_size):
     ref_logps, ref_entropy, ref_grads = pass_outputs(lora_model, False, batch_size)
     logps, entropy, grads = pass_outputs(lora_model, True, batch_size)
