@@ -124,10 +124,10 @@ STAGES = {
 @pytest.mark.parametrize("stage_kind", sorted(STAGES))
 def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
     """A real stage of two steps built with each head from the same seed: the head in use is the one asked for,
-    and the first step's logged loss and entropy agree. (Not the gradient norm, nor the steps after it: on TRL's
-    head the norm moved between identical PPO runs, 15.98 to 17.09 on four, where this head's was the same on each;
-    BENCHMARKS.md.)"""
+    and the logged loss, entropy and gradient norm of both steps agree."""
     import dataclasses
+
+    from transformers import set_seed
 
     from ao_calib import models
     from ao_calib.config import compose_run_config
@@ -145,6 +145,7 @@ def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
                "task.data.generate.n_test_prompts=8", "task.data.generate.n_validation_prompts=8"]
         cfg = compose_run_config(run)
         task, stage = build_task(cfg), cfg[key]
+        set_seed(cfg.trainer.seed)  # as a run does: the LoRA's initial weights come from it
         source = models.model_source(cfg.model, cfg.paths.cache_dir)
         tokenizer = models.load_tokenizer(source)
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
@@ -161,5 +162,6 @@ def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
                         for row in trainer.state.log_history if "loss" in row]
     assert len(logged["full"]) == 2 and all(row["entropy"] > 0 for row in logged["full"])
     assert stage_kind == "grpo" or all(row["grad_norm"] > 0 for row in logged["full"])
-    for name in ("loss", "entropy"):
-        assert logged["full"][0][name] == pytest.approx(logged["fused"][0][name], rel=1e-4, abs=1e-6), (name, logged)
+    for ours, theirs in zip(logged["full"], logged["fused"]):
+        for name, value in theirs.items():
+            assert ours[name] == pytest.approx(value, rel=1e-3, abs=1e-5), (name, logged)
