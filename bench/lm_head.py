@@ -6,7 +6,7 @@ Cases: the quickstart's SFT warm-up and GRPO stage on the tiny Qwen3 (injection 
 and GRPO stage of ``oracle_smollm2`` and ``function_call_smollm2`` on SmolLM2-135M-Instruct. Each case trains both
 heads in alternating rounds in one process (bench.report.alternating_medians), each round from a fresh adapter.
 
-    python -m bench.lm_head [--only quickstart_warmup,...] [--rounds 2] [--write BENCHMARKS.md]
+    python -m bench.lm_head [--only quickstart_warmup,...] [--rounds 2] [--steps N] [--write BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -64,16 +64,20 @@ def sides(case: Case) -> tuple[GRPOBench, dict]:
     return bench, {"fused": build("fused"), "full": build("full")}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases: " + ", ".join(CASES))
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=None, help="steps per round for every case (default: each "
+                        "case's own)")
     parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     table = ["| case | steps per round | TRL's fused head (plain TRL) | full logits | ratio | device |",
              "|---|---|---|---|---|---|"]
     for name in args.only.split(","):
         case = CASES[name]
+        if args.steps:
+            case = dataclasses.replace(case, steps=args.steps)
         print(f"== {name}", flush=True)
         _, trainers = sides(case)
         medians = alternating_medians(trainers, args.rounds, case.steps)
@@ -85,6 +89,7 @@ def main() -> None:
     if args.write:
         update_benchmarks(args.write, "lm_head", table, command=f"python -m bench.lm_head --rounds {args.rounds} "
                           f"--only {args.only} --write BENCHMARKS.md")
+    return table
 
 
 if __name__ == "__main__":
