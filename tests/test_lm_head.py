@@ -166,12 +166,3 @@ def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
         for name, value in theirs.items():
             assert ours[name] == pytest.approx(value, rel=1e-3, abs=1e-5), (name, logged)
 
-
-def test_the_benchmark_times_both_heads(capsys):
-    """bench.lm_head end to end on the quickstart's warm-up, one step a round (its timings mean nothing here)."""
-    from bench import lm_head
-
-    table = lm_head.main(["--only", "quickstart_warmup", "--rounds", "1", "--steps", "1"])
-    assert [row.split("|")[1].strip() for row in table[2:]] == ["quickstart_warmup"]
-    out = capsys.readouterr().out
-    assert "round 1 fused" in out and "round 1 full" in out
