@@ -1,6 +1,6 @@
 """``lm_head=full`` against TRL's fused LM head: the same log-probabilities, entropies, top-1 flags, loss and LoRA
 gradients from the scored positions' logits (tiny Qwen3 and Gemma 3, SmolLM2), the forward unchanged otherwise, and
-a real GRPO and SFT stage that train on it as on TRL's head."""
+real GRPO, PPO and SFT stages that train on it as on TRL's head."""
 
 from __future__ import annotations
 
