@@ -123,39 +123,22 @@ STAGES = {
 
 @pytest.mark.parametrize("stage_kind", sorted(STAGES))
 def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
-    """A real stage of two steps built with each head from the same seed: the head in use is the one asked for,
-    and the logged loss, entropy and gradient norm of both steps agree."""
-    import dataclasses
-
+    """A real stage of two steps built with each head from the same seed (bench.lm_head's sides, on one base model
+    and one set of rows): the head in use is the one asked for, and the logged loss, entropy and gradient norm of
+    both steps agree."""
     from transformers import set_seed
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
-    from ao_calib.rewards import build_reward_schedule
-    from ao_calib.run_dir import RunDir
-    from ao_calib.task_api import build_task
-    from ao_calib.trainers import TrainerSetup, build_trainer
     from ao_calib.trainers.common import peft_base
+    from bench.lm_head import Case, sides
 
     key, overrides = STAGES[stage_kind]
+    small = ("task.data.generate.n_train_prompts=16", "task.data.generate.n_test_prompts=8",
+             "task.data.generate.n_validation_prompts=8")
+    bench, trainers = sides(Case((*overrides, *small), key, steps=2))  # the benchmark's own two sides
     logged = {}
-    for head in ("fused", "full"):
-        run = [*overrides, f"{key}.lm_head={head}", f"{key}.max_steps=2", f"{key}.logging_steps=1",
-               f"{key}.save_steps=1000", "task.data.generate.n_train_prompts=16",
-               "task.data.generate.n_test_prompts=8", "task.data.generate.n_validation_prompts=8"]
-        cfg = compose_run_config(run)
-        task, stage = build_task(cfg), cfg[key]
-        set_seed(cfg.trainer.seed)  # as a run does: the LoRA's initial weights come from it
-        source = models.model_source(cfg.model, cfg.paths.cache_dir)
-        tokenizer = models.load_tokenizer(source)
-        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
-        data = task.build_data(tokenizer, model)
-        reward_fns = task.reward_functions()
-        setup = TrainerSetup(cfg.model, model, tokenizer, data, RunDir(tmp_path / head),
-                             build_reward_schedule(cfg.reward, reward_fns), reward_fns, seed=cfg.trainer.seed)
-        if key == "warmup":  # the warm-up's own rows, as a run builds them
-            setup = dataclasses.replace(setup, data=task.warmup_data(stage, model, tokenizer, data, setup.run_dir))
-        trainer = build_trainer(setup, stage, "warmup" if key == "warmup" else "train")
+    for head, build in trainers.items():
+        set_seed(bench.cfg.trainer.seed)  # as a run does: the LoRA's initial weights come from it
+        trainer = build(tmp_path / head)
         assert getattr(peft_base(trainer.model).forward, "full_logits", False) == (head == "full")
         trainer.train()
         logged[head] = [{k: row[k] for k in ("loss", "entropy", "grad_norm") if k in row}
