@@ -15,6 +15,7 @@ import logging
 import types
 
 import torch
+from trl.trainer.utils import FusedCausalLMOutput
 
 from ao_calib.trainers.config import LMHead
 
@@ -54,8 +55,6 @@ def install_full_logits(model, temperature: float = 1.0, cast_lm_head_to_fp32: b
             passed = {"fused_lm_head": fused_lm_head or None, "labels": labels, "shift_labels": shift_labels,
                       "num_items_in_batch": num_items_in_batch}
             return wrapped(*args, **kwargs, **{key: value for key, value in passed.items() if value is not None})
-        from trl.trainer.utils import FusedCausalLMOutput
-
         kwargs["use_cache"] = False  # as TRL's head: a training pass keeps no cache
         hidden = self.base_model(*args, **kwargs).last_hidden_state
         if shift_labels is None:  # position t predicts token t + 1
