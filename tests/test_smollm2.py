@@ -39,7 +39,12 @@ def test_the_converted_checkpoint_gives_the_gguf_logits(smollm2_source):
     cfg = compose_run_config(["task=function_call", "model=smollm2_135m"])
     converted = models.load_base_model(cfg.model, str(source)).eval()
     packaged = models.packaged_gguf(cfg.model)
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     tokenizer, straight = load_gguf(packaged.path())
+    # load_gguf shares one parse of the file and one tensor-name table for the length of the load only
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
     assert sum(p.numel() for p in converted.parameters()) == SMOLLM2_PARAMETERS
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                            tokenize=False, add_generation_prompt=True)
