@@ -64,7 +64,7 @@ def sides(case: Case) -> tuple[GRPOBench, dict]:
     return bench, {"fused": build("fused"), "full": build("full")}
 
 
-def main(argv: list[str] | None = None) -> list[str]:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases: " + ", ".join(CASES))
     parser.add_argument("--rounds", type=int, default=2)
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> list[str]:
         table.append(f"| {name} | {case.steps} | {fused_ms:.0f} ms | {full_ms:.0f} ms | {full_ms / fused_ms:.3f} | "
                      f"{device_name()} |")
     if args.write:
-        update_benchmarks(args.write, "lm_head", table, command=f"python -m bench.lm_head --rounds {args.rounds} "
-                          f"--only {args.only} --write BENCHMARKS.md")
-    return table
+        steps = f" --steps {args.steps}" if args.steps else ""  # the command written beside the table reruns it
+        update_benchmarks(args.write, "lm_head", table, command=f"python -m bench.lm_head --rounds {args.rounds}"
+                          f"{steps} --only {args.only} --write BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -148,4 +148,3 @@ def test_a_stage_trains_on_either_head_alike(tmp_path, offline_env, stage_kind):
     for ours, theirs in zip(logged["full"], logged["fused"]):
         for name, value in theirs.items():
             assert ours[name] == pytest.approx(value, rel=1e-3, abs=1e-5), (name, logged)
-
