@@ -419,6 +419,21 @@ def check_shared_prefix(cfg) -> None:
                            "completions share; set one of them to false")
 
 
+def check_greedy_member(cfg) -> None:
+    """``trainer.greedy_member=true`` is refused at start-up where the rollouts do not take the fast path, which
+    alone decodes a row of each group greedily: TRL's own generate would sample it and ignore the key."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(cfg, "trainer.greedy_member", default=False):
+        return
+    off = [key for key, bad in (("trainer.fast_generation=false", not cfg.trainer.fast_generation),
+                                ("trainer.use_vllm=true", cfg.trainer.use_vllm)) if bad]
+    if off:
+        raise AOCalibError(f"trainer.greedy_member=true cannot run with {' and '.join(off)}: only the fast "
+                           "generation path decodes one completion of each group greedily; set "
+                           "trainer.fast_generation=true and trainer.use_vllm=false, or trainer.greedy_member=false")
+
+
 # The trainers that apply ``task.calibration.credit`` (ao_calib.trainers.credit, mixed into the GRPO trainer): PPO
 # computes its own advantages from a value head and RLOO its own leave-one-out baseline, so a credit rule would be
 # silently ignored there.
@@ -490,12 +505,18 @@ def compose_run_config(overrides=(), config_dir=CONF_DIR):
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
     validate_plugins(cfg)
+    check_combinations(cfg)
+    return cfg
+
+
+def check_combinations(cfg) -> None:
+    """The settings refused together at start-up, before any model loads (each check names its keys)."""
     check_generation_backend(cfg)
     check_shared_prefix(cfg)
+    check_greedy_member(cfg)
     check_credit_rule(cfg)
     check_warmup_run_keys(cfg)
     check_confidence_loss(cfg)
-    return cfg
 
 
 def typed(node, schema: type):

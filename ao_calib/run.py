@@ -18,8 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
 from ao_calib import distributed, sharding
-from ao_calib.config import (check_confidence_loss, check_credit_rule, check_generation_backend, check_shared_prefix,
-                             check_values, check_warmup_run_keys, eval_max_new_tokens, eval_token_budget,
+from ao_calib.config import (check_combinations, check_values, eval_max_new_tokens, eval_token_budget,
                              register_schemas, run_stages, unknown_keys, validate_plugins)
 from ao_calib.completion_budget import references_over_budget
 from ao_calib.errors import AOCalibError
@@ -248,11 +247,7 @@ def main(cfg: DictConfig) -> float | None:
             raise AOCalibError(f"unknown config key(s): {', '.join(extra)} (check the spelling; "
                                "`python -m ao_calib.run --cfg job` prints the full config)")
         check_values(cfg)
-        check_generation_backend(cfg)
-        check_shared_prefix(cfg)
-        check_credit_rule(cfg)
-        check_warmup_run_keys(cfg)
-        check_confidence_loss(cfg)
+        check_combinations(cfg)
         from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
 
         check_process_split(cfg)

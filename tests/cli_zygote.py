@@ -33,6 +33,7 @@ os.dup2(2, 1)
 
 import datasets, peft, torch, transformers, trl  # noqa: F401  what every run would import
 import ao_calib.models, ao_calib.run, ao_calib.trainers  # noqa: F401
+import matplotlib.backends.backend_agg, matplotlib.figure  # noqa: F401  every evaluation's plots
 
 def child(req):
     code = 1

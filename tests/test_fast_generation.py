@@ -16,7 +16,8 @@ from ao_calib.errors import AOCalibError
 from ao_calib.steering import SteeringBatch, steer
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers import build_trainer
-from ao_calib.trainers.fast_generation import FastGenerator, MergedCopy, Sampling, shared_prompts
+from ao_calib.trainers.fast_generation import (FastGenerator, MergedCopy, Sampling, first_row_of_each_group,
+                                               shared_prompts)
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
 
 from test_oracle_grpo import build_setup
@@ -124,6 +125,48 @@ def test_sampled_rollouts_equal_generate_for_a_fixed_seed(tiny_lora):
 
 def test_shared_prompts_groups_consecutive_copies():
     assert shared_prompts([[1, 2], [1, 2], [3], [3], [1, 2]]) == ([[1, 2], [3], [1, 2]], [0, 0, 1, 1, 2])
+
+
+def test_one_row_of_each_group_is_picked_even_when_a_prompt_is_drawn_twice_in_a_row():
+    rows = [[1, 2]] * 4 + [[3]] * 2 + [[1, 2]] * 2
+    assert first_row_of_each_group(rows, 2) == [0, 2, 4, 6]
+    assert first_row_of_each_group(rows, 4) == [0, 4, 6]  # a group split over processes: one row on each
+
+
+def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_were(tiny_lora):
+    """trainer.greedy_member: the first row of each group is the greedy answer (what an evaluation scores); the
+    other rows draw the very tokens they draw without it (the same random stream)."""
+    tokenizer, model = tiny_lora
+    rows, positions = oracle_rows(tokenizer)
+    batch = steering_for(rows, positions, max(len(r) for r in rows), model.config.get_text_config().hidden_size)
+    generator = FastGenerator(MergedCopy(model).model, static_cache=False)
+    sampling = Sampling(temperature=1.0)
+
+    def run(**extra):
+        torch.manual_seed(5)
+        return generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
+                                  max_new_tokens=MAX_NEW, sampling=sampling, prefill_context=None, **extra)
+
+    greedy_rows = first_row_of_each_group(rows, GROUP)
+    assert len(greedy_rows) == len(rows) // GROUP > 1
+    sampled, mixed = run(), run(greedy_rows=greedy_rows)
+    greedy = generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
+                                max_new_tokens=MAX_NEW, sampling=Sampling(do_sample=False))
+    for row in range(len(rows)):
+        if row in greedy_rows:
+            assert mixed[row] == greedy[row]
+        else:
+            assert mixed[row] == sampled[row]
+    assert any(sampled[row] != greedy[row] for row in greedy_rows)  # sampling alone would differ: it can fail
+
+
+def test_a_greedy_member_without_the_fast_path_is_refused_at_start_up():
+    from ao_calib.config import compose_run_config
+
+    base = ["experiment=function_call_tiny", "trainer.greedy_member=true"]
+    with pytest.raises(AOCalibError, match=r"trainer.greedy_member=true cannot run with trainer.fast_generation=false"):
+        compose_run_config([*base, "trainer.fast_generation=false"])
+    compose_run_config([*base, "trainer.fast_generation=true"])
 
 
 def test_the_merged_copy_never_changes_the_trained_weights(offline_env):

@@ -140,6 +140,11 @@ class GroupTrainerConfig(OnlineTrainerConfig):
     epsilon_high: Optional[float] = setting(None, "Upper clip range; null: the same as epsilon.", allowed=above(0))
     num_iterations: int = setting(1, "Optimisation passes per generated batch.", allowed=at_least(1))
     use_vllm: bool = setting(False, "Generate with vLLM (the vllm extra; not for tasks that inject activations).")
+    greedy_member: bool = setting(
+        False, "One completion of each group is decoded greedily, the answer an evaluation scores, and the others "
+        "are sampled at the temperature, so the group's advantages compare the greedy answer with the sampled ones "
+        "(ao_calib.trainers.fast_generation). Not GRPO as published: the greedy completion is not a sample of the "
+        "policy, and its gradient pushes the greedy answer itself. Needs trainer.fast_generation=true.")
 
 
 @dataclass

@@ -214,6 +214,20 @@ def shared_prompts(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[list[int]]
     return unique, index
 
 
+def first_row_of_each_group(prompt_ids: Sequence[Sequence[int]], group_size: int) -> list[int]:
+    """One row per group: the first of each run of ``group_size`` copies of a prompt (TRL lists each prompt's
+    copies in a row; the same prompt drawn twice in a row is two groups; a group split over two processes gets
+    one such row on each)."""
+    _, index = shared_prompts(prompt_ids)
+    rows, start = [], 0
+    for row, prompt in enumerate(index):
+        if row and prompt != index[row - 1]:
+            start = row
+        if (row - start) % group_size == 0:
+            rows.append(row)
+    return rows
+
+
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device, multiple: int | None = None
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Ids and attention mask, left-padded exactly as TRL pads a generation batch (the steering positions are
@@ -301,8 +315,10 @@ class FastGenerator:
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], *, pad_id: int, eos_ids: Sequence[int],
                  max_new_tokens: int, sampling: Sampling, prefill_context: PrefillContext | None = None,
-                 pad_to_multiple_of: int | None = None) -> list[list[int]]:
-        """Completion token ids of every row, up to and including its first EOS (as TRL keeps them)."""
+                 pad_to_multiple_of: int | None = None, greedy_rows: Sequence[int] = ()) -> list[list[int]]:
+        """Completion token ids of every row, up to and including its first EOS (as TRL keeps them). The
+        ``greedy_rows`` take the most likely token where the others sample (the other rows draw the same tokens
+        as without them)."""
         device = next(self.model.parameters()).device
         prefill_context = prefill_context or (lambda _model, _rows: contextlib.nullcontext())
         ids, mask = left_pad(prompt_ids, pad_id, device, pad_to_multiple_of)
@@ -332,11 +348,13 @@ class FastGenerator:
                     layer.values = layer.values.index_select(0, rows)
             logits = logits.index_select(0, rows)
             full_mask = torch.cat([mask, mask.new_ones(batch, max_new_tokens)], dim=1)
+        greedy = torch.zeros(batch, dtype=torch.bool, device=device)
+        greedy[list(greedy_rows)] = True
         return self._decode(ids, logits, cache, full_mask, positions[:, -1:], prompt_len, pad_id, eos_ids,
-                            max_new_tokens, sampling)
+                            max_new_tokens, sampling, greedy)
 
     def _decode(self, ids, logits, cache, full_mask, last_position, prompt_len, pad_id, eos_ids, max_new_tokens,
-                sampling: Sampling) -> list[list[int]]:
+                sampling: Sampling, greedy: torch.Tensor) -> list[list[int]]:
         device = ids.device
         processors = sampling.processors()
         eos = torch.tensor(list(eos_ids), device=device)
@@ -347,6 +365,8 @@ class FastGenerator:
             scores = processors(sequence, logits.float())
             if sampling.do_sample:
                 token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+                if greedy.any():
+                    token = torch.where(greedy, scores.argmax(dim=-1), token)
             else:
                 token = scores.argmax(dim=-1)
             token = torch.where(unfinished, token, torch.full_like(token, pad_id))
@@ -405,9 +425,10 @@ class FastGenerationMixin:
     def __init__(self, *args, fast_generation: bool = default_of(OnlineTrainerConfig, "fast_generation"),
                  generation_merged_copy: bool = default_of(OnlineTrainerConfig, "generation_merged_copy"),
                  fast_generation_cache_shapes: int = default_of(OnlineTrainerConfig, "fast_generation_cache_shapes"),
-                 **kwargs):
+                 greedy_member: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fast_generation = fast_generation
+        self.greedy_member = greedy_member
         self.generation_merged_copy = generation_merged_copy
         self.fast_generation_cache_shapes = fast_generation_cache_shapes
         self._compiles_logged = 0
@@ -456,6 +477,9 @@ class FastGenerationMixin:
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, *args, **kwargs):
         if not self._generates_fast(images, multimodal_fields):
+            if self.greedy_member:  # start-up refuses the settings it knows; FSDP, DeepSpeed and images end here
+                raise ValueError("trainer.greedy_member=true needs the fast generation path, which this run cannot "
+                                 "take (FSDP, DeepSpeed, vLLM or images); set trainer.greedy_member=false")
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, *args, **kwargs)
         model = self._generation_model()
         trained = self.accelerator.unwrap_model(self.model)
@@ -465,7 +489,8 @@ class FastGenerationMixin:
             completion_ids = self._fast.generate(
                 prompt_ids, pad_id=self._tokenizer.pad_token_id, eos_ids=self.eos_token_ids,
                 max_new_tokens=self.max_completion_length, sampling=self._sampling(),
-                prefill_context=self._prefill_context, pad_to_multiple_of=self.pad_to_multiple_of)
+                prefill_context=self._prefill_context, pad_to_multiple_of=self.pad_to_multiple_of,
+                greedy_rows=first_row_of_each_group(prompt_ids, self.num_generations) if self.greedy_member else ())
         finally:
             trained.train(was_training)
         self._log_generation_metrics()

@@ -27,5 +27,7 @@ def build_grpo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
 def build_grpo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOGRPOTrainer:
     args = build_grpo_config(setup, stage, stage_name)
     if setup.steering is None:
-        return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks, shared_prefix=stage.shared_prefix)
-    return build_online_trainer(SteeredGRPOTrainer, setup, stage, args, callbacks, steering=setup.steering)
+        return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks, shared_prefix=stage.shared_prefix,
+                                    greedy_member=stage.greedy_member)
+    return build_online_trainer(SteeredGRPOTrainer, setup, stage, args, callbacks, steering=setup.steering,
+                                greedy_member=stage.greedy_member)

@@ -28,4 +28,5 @@ def build_rloo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, 
     if setup.steering is not None:
         raise AOCalibError("trainer=rloo cannot inject activations (this task's data carries a steering); use "
                            "trainer=grpo or trainer=ppo")
-    return build_online_trainer(AORLOOTrainer, setup, stage, build_rloo_config(setup, stage, stage_name), callbacks)
+    return build_online_trainer(AORLOOTrainer, setup, stage, build_rloo_config(setup, stage, stage_name), callbacks,
+                                greedy_member=stage.greedy_member)
