@@ -137,8 +137,7 @@ def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_we
     """trainer.greedy_member: the first row of each group is the greedy answer (what an evaluation scores); the
     other rows draw the very tokens they draw without it (the same random stream)."""
     tokenizer, model = tiny_lora
-    rows, positions = oracle_rows(tokenizer)
-    batch = steering_for(rows, positions, max(len(r) for r in rows), model.config.get_text_config().hidden_size)
+    rows, _ = oracle_rows(tokenizer)
     generator = FastGenerator(MergedCopy(model).model, static_cache=False)
     sampling = Sampling(temperature=1.0)
 
@@ -205,7 +204,10 @@ def test_evaluations_generate_from_the_one_merged_copy_and_write_what_the_adapte
     """Evaluation generates from the merged copy the rollouts use (one per model, refreshed at each use, never in
     a state dict), and greedy completions equal the unmerged adapter's (float32)."""
     from ao_calib.evaluation.generation import generate_completions
-    from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
+    from ao_calib.trainers.fast_generation import (
+        generation_copy_refusal,
+        merged_copy_of,
+    )
 
     path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -289,7 +289,7 @@ def calibration_report(confidences: Sequence[float], outcomes: Sequence[float], 
 
 # ------------------------------------------------------------------------------------------------- plots
 
-def _figure(size, margins: dict):
+def _figure(size, **margins):
     """A figure with fixed margins: ``tight_layout`` would draw every figure once more to measure its text, and
     an evaluation writes two plots per condition (a third of a tiny run's time went to them)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -306,7 +306,7 @@ def plot_reliability_diagram(confidences: Sequence[float], correct: Sequence[flo
     conf, outcomes = _arrays(confidences, correct)
     corr = binarize(outcomes)
     bins = reliability_bins(conf, corr, n_bins)
-    fig = _figure((5, 6.5), dict(left=0.13, right=0.96, top=0.94, bottom=0.08, hspace=0.22))
+    fig = _figure((5, 6.5), left=0.13, right=0.96, top=0.94, bottom=0.08, hspace=0.22)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     width = 1.0 / n_bins
     for b in bins:
@@ -332,7 +332,7 @@ def plot_reliability_diagram(confidences: Sequence[float], correct: Sequence[flo
 def plot_risk_coverage(confidences: Sequence[float], correct: Sequence[float], out_path, title: str = ""):
     """Error rate of the most confident rows against the fraction kept, beside a constant confidence's."""
     coverage, risk = risk_coverage(confidences, correct)
-    fig = _figure((5, 4), dict(left=0.14, right=0.96, top=0.91, bottom=0.12))
+    fig = _figure((5, 4), left=0.14, right=0.96, top=0.91, bottom=0.12)
     ax = fig.add_subplot()
     if risk.size:
         ax.plot(coverage, risk, color="tab:blue", label=f"stated confidence (AURC {risk.mean():.3f})")
