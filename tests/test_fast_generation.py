@@ -133,6 +133,7 @@ def test_one_row_of_each_group_is_picked_even_when_a_prompt_is_drawn_twice_in_a_
     assert first_row_of_each_group(rows, 4) == [0, 4, 6]  # a group split over processes: one row on each
 
 
+@pytest.mark.parametrize("tiny_lora", ["qwen3"], indirect=True)  # the decoding loop is the same for every model
 def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_were(tiny_lora):
     """trainer.greedy_member: the first row of each group is the greedy answer (what an evaluation scores); the
     other rows draw the very tokens they draw without it (the same random stream)."""
@@ -299,6 +300,23 @@ def test_steered_grpo_samples_what_trl_samples_and_trains_unchanged(tmp_path):
     # cache, so both 0).
     logged = trainer.metrics_file.last
     assert logged["fast_generation/compiles"] == 0.0 and logged["fast_generation/cached_shapes"] == 0.0
+
+
+def test_the_same_question_about_two_texts_gets_a_prefill_for_each(tmp_path):
+    """Two groups in a row with the same prompt ids and different activations (one question about two texts): the
+    fast path prefills each with its own vectors, and samples what TRL's path samples."""
+    trainer, steering, data = build(tmp_path, ORACLE)
+    first = data.train[0]
+    size = len(steering.vectors([first])[0])
+    twins = ({**first, "activation_id": row["activation_id"]} for row in data.train
+             if row["activation_id"] != first["activation_id"])
+    twin = next(t for t in twins if len(steering.vectors([t])[0]) == size)
+    rows = [first, first, twin, twin]
+    trainer._scoring_rows = rows
+    reference = rollouts(trainer, rows, fast_path=False)
+    steering.stats.clear()
+    assert rollouts(trainer, rows, fast_path=True) == reference
+    assert steering.stats["checked_rows"] == 2  # one prefill row per text: shared within a group, not across
 
 
 @pytest.mark.parametrize("trainer_name", ["rloo", "ppo"])

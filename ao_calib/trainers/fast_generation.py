@@ -9,8 +9,13 @@ so every decoded token pays Python and kernel-launch overhead. This path instead
   base + scale·B·A computed in fp32. The trained weights are never merged in place, so nothing drifts, and the
   copy's tensors keep their addresses, so a captured CUDA graph stays valid;
 * runs in **eval mode** (no dropout);
-* runs **one prefill per distinct prompt** and shares its KV cache with the prompt's G completions;
+* runs **one prefill per distinct prompt** (and injected activations) and shares its KV cache with the prompt's
+  G completions;
 * on CUDA, decodes with a **static KV cache and a compiled step** (``torch.compile``, CUDA graphs).
+
+With ``trainer.greedy_member`` one completion of each group is decoded greedily (the answer an evaluation
+scores) while the others sample; TRL's own path has no such option, so the key is refused at start-up where this
+path is not taken.
 
 Steering stays exact: activations are injected in the prefill only (the prompt is there, decode steps carry one
 new token). The steering hooks are registered for the prefill forward pass and removed before the first decode
@@ -27,7 +32,7 @@ import contextlib
 import copy
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -202,23 +207,27 @@ def generation_copy_refusal(model: torch.nn.Module) -> str | None:
 # ---------------------------------------------------------------------------------------------- generator
 
 
-def shared_prompts(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+def shared_prompts(prompt_ids: Sequence[Sequence[int]], inputs: Sequence[Hashable] | None = None
+                   ) -> tuple[list[list[int]], list[int]]:
     """The distinct prompts of consecutive runs (TRL lists each prompt's G copies in a row) and, for every row,
-    the index of its distinct prompt."""
+    the index of its distinct prompt. ``inputs``: what else a row's prefill reads (the injected activations):
+    consecutive rows share a prompt only where both their ids and their inputs are equal (the same question
+    about two texts is two prompts)."""
     unique: list[list[int]] = []
     index: list[int] = []
-    for ids in prompt_ids:
-        if not unique or list(ids) != unique[-1]:
+    for row, ids in enumerate(prompt_ids):
+        if not unique or list(ids) != unique[-1] or (inputs is not None and inputs[row] != inputs[row - 1]):
             unique.append(list(ids))
         index.append(len(unique) - 1)
     return unique, index
 
 
-def first_row_of_each_group(prompt_ids: Sequence[Sequence[int]], group_size: int) -> list[int]:
+def first_row_of_each_group(prompt_ids: Sequence[Sequence[int]], group_size: int,
+                            inputs: Sequence[Hashable] | None = None) -> list[int]:
     """One row per group: the first of each run of ``group_size`` copies of a prompt (TRL lists each prompt's
     copies in a row; the same prompt drawn twice in a row is two groups; a group split over two processes gets
     one such row on each)."""
-    _, index = shared_prompts(prompt_ids)
+    _, index = shared_prompts(prompt_ids, inputs)
     rows, start = [], 0
     for row, prompt in enumerate(index):
         if row and prompt != index[row - 1]:
@@ -315,10 +324,11 @@ class FastGenerator:
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], *, pad_id: int, eos_ids: Sequence[int],
                  max_new_tokens: int, sampling: Sampling, prefill_context: PrefillContext | None = None,
-                 pad_to_multiple_of: int | None = None, greedy_rows: Sequence[int] = ()) -> list[list[int]]:
+                 pad_to_multiple_of: int | None = None, greedy_rows: Sequence[int] = (),
+                 prefill_inputs: Sequence[Hashable] | None = None) -> list[list[int]]:
         """Completion token ids of every row, up to and including its first EOS (as TRL keeps them). The
         ``greedy_rows`` take the most likely token where the others sample (the other rows draw the same tokens
-        as without them)."""
+        as without them). ``prefill_inputs``: what else each row's prefill reads, as ``shared_prompts`` takes it."""
         device = next(self.model.parameters()).device
         prefill_context = prefill_context or (lambda _model, _rows: contextlib.nullcontext())
         ids, mask = left_pad(prompt_ids, pad_id, device, pad_to_multiple_of)
@@ -334,7 +344,7 @@ class FastGenerator:
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                                     **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         else:
-            unique, index = shared_prompts(prompt_ids)
+            unique, index = shared_prompts(prompt_ids, prefill_inputs)
             first_rows = [index.index(u) for u in range(len(unique))]
             u_ids, u_mask, u_pos = ids[first_rows], mask[first_rows], positions[first_rows]
             cache = DynamicCache(config=self.model.config)
@@ -444,6 +454,11 @@ class FastGenerationMixin:
     def _prefill_context(self, model: torch.nn.Module, rows: list[int]) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def _prefill_inputs(self, batch: int) -> list[Hashable] | None:
+        """What else each row's prefill reads besides its prompt (None: nothing); subclasses that steer return
+        which activations each row gets."""
+        return None
+
     def _generation_model(self) -> torch.nn.Module:
         trained = self.accelerator.unwrap_model(self.model)
         if self._fast is None:
@@ -483,6 +498,7 @@ class FastGenerationMixin:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, *args, **kwargs)
         model = self._generation_model()
         trained = self.accelerator.unwrap_model(self.model)
+        inputs = self._prefill_inputs(len(prompt_ids))
         was_training = trained.training
         trained.eval()  # the merged copy is always in eval mode; the unmerged fallback drops its dropout here
         try:
@@ -490,7 +506,8 @@ class FastGenerationMixin:
                 prompt_ids, pad_id=self._tokenizer.pad_token_id, eos_ids=self.eos_token_ids,
                 max_new_tokens=self.max_completion_length, sampling=self._sampling(),
                 prefill_context=self._prefill_context, pad_to_multiple_of=self.pad_to_multiple_of,
-                greedy_rows=first_row_of_each_group(prompt_ids, self.num_generations) if self.greedy_member else ())
+                greedy_rows=first_row_of_each_group(prompt_ids, self.num_generations, inputs)
+                if self.greedy_member else (), prefill_inputs=inputs)
         finally:
             trained.train(was_training)
         self._log_generation_metrics()

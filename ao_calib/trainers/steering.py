@@ -65,6 +65,17 @@ class SteeringMixin:
         with self.steering.context(self.model, injected, "generation"):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
 
+    def _prefill_inputs(self, batch: int) -> list[int]:
+        """Which activations each row of the generation batch gets, as the index of the first row in a run of
+        consecutive rows with the same vectors: the same question about two texts has the same prompt ids, and
+        must not share one prefill."""
+        injected, first = self._generation_batch, []
+        for row in range(batch):
+            same = row and (torch.equal(injected.vectors[row], injected.vectors[row - 1])
+                            and torch.equal(injected.positions[row], injected.positions[row - 1]))
+            first.append(first[-1] if same else row)
+        return first
+
     def _prefill_context(self, model, rows: list[int]):
         """Steers the fast path's prefill pass over ``rows`` of the generation batch (one row per distinct prompt
         when the prefill is shared); decode steps run after the context has closed."""
