@@ -18,7 +18,7 @@ import pytest
 from ao_calib import distributed
 from ao_calib.errors import RemoteError
 from ao_calib.run_dir import RunDir
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, run_cli
 
 # After a few steps the two runs' held-out numbers may differ only by what different sampled completions (each
 # rank draws its own) do to a few updates: on these tiny runs, at most this much on a [0, 1] metric.
@@ -37,13 +37,16 @@ CASES = {
 
 def launch(out: Path, processes: int, overrides: list[str], env: dict | None = None
            ) -> tuple[subprocess.CompletedProcess, list[Path]]:
-    """``python -m ao_calib.run`` (one process) or ``torchrun --nproc_per_node N -m ao_calib.run``; returns the
-    result and the run directories made under ``out``."""
-    launcher = [] if processes == 1 else ["-m", "torch.distributed.run", "--standalone",
-                                          f"--nproc_per_node={processes}"]
-    cmd = [sys.executable, *launcher, "-m", "ao_calib.run", *overrides, f"paths.output_dir={out}"]
-    result = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    """``python -m ao_calib.run`` (one process: forked where it can be, as run_cli does) or ``torchrun
+    --nproc_per_node N -m ao_calib.run``; returns the result and the run directories made under ``out``."""
+    variables = {"OMP_NUM_THREADS": "1", **(env or {})}
+    if processes == 1:
+        result = run_cli("ao_calib.run", *overrides, f"paths.output_dir={out}", timeout=900, env=variables)
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+               "-m", "ao_calib.run", *overrides, f"paths.output_dir={out}"]
+        result = subprocess.run(cmd, check=False, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                                env={**os.environ, **variables})
     return result, sorted(p for p in (out / "runs").glob("*/*/*") if p.is_dir())
 
 
