@@ -291,7 +291,7 @@ def calibration_report(confidences: Sequence[float], outcomes: Sequence[float], 
 
 def _figure(size, **margins):
     """A figure with fixed margins: ``tight_layout`` would draw every figure once more to measure its text, and
-    an evaluation writes two plots per condition (a third of a tiny run's time went to them)."""
+    an evaluation writes two plots per condition (the largest part of a tiny oracle run's own work)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure, SubplotParams
 
