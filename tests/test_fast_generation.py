@@ -148,18 +148,17 @@ def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_we
     tokenizer, model = tiny_lora
     rows, _ = oracle_rows(tokenizer)
     generator = FastGenerator(MergedCopy(model).model, static_cache=False)
-    sampling = Sampling(temperature=1.0)
 
-    def run(**extra):
+    def run(sampling, **extra):
         torch.manual_seed(5)
         return generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
-                                  max_new_tokens=MAX_NEW, sampling=sampling, prefill_context=None, **extra)
+                                  max_new_tokens=MAX_NEW, sampling=sampling, **extra)
 
     greedy_rows = first_row_of_each_group(rows, GROUP)
     assert len(greedy_rows) == len(rows) // GROUP > 1
-    sampled, mixed = run(), run(greedy_rows=greedy_rows)
-    greedy = generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
-                                max_new_tokens=MAX_NEW, sampling=Sampling(do_sample=False))
+    sampled = run(Sampling(temperature=1.0))
+    mixed = run(Sampling(temperature=1.0), greedy_rows=greedy_rows)
+    greedy = run(Sampling(do_sample=False))
     for row in range(len(rows)):
         if row in greedy_rows:
             assert mixed[row] == greedy[row]
@@ -213,10 +212,7 @@ def test_evaluations_generate_from_the_one_merged_copy_and_write_what_the_adapte
     """Evaluation generates from the merged copy the rollouts use (one per model, refreshed at each use, never in
     a state dict), and greedy completions equal the unmerged adapter's (float32)."""
     from ao_calib.evaluation.generation import generate_completions
-    from ao_calib.trainers.fast_generation import (
-        generation_copy_refusal,
-        merged_copy_of,
-    )
+    from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
 
     path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)

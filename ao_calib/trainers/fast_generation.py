@@ -358,13 +358,15 @@ class FastGenerator:
                     layer.values = layer.values.index_select(0, rows)
             logits = logits.index_select(0, rows)
             full_mask = torch.cat([mask, mask.new_ones(batch, max_new_tokens)], dim=1)
-        greedy = torch.zeros(batch, dtype=torch.bool, device=device)
-        greedy[list(greedy_rows)] = True
+        greedy = None  # a mask only where rows are greedy: the decode loop stays as it was without them
+        if greedy_rows:
+            greedy = torch.zeros(batch, dtype=torch.bool, device=device)
+            greedy[list(greedy_rows)] = True
         return self._decode(ids, logits, cache, full_mask, positions[:, -1:], prompt_len, pad_id, eos_ids,
                             max_new_tokens, sampling, greedy)
 
     def _decode(self, ids, logits, cache, full_mask, last_position, prompt_len, pad_id, eos_ids, max_new_tokens,
-                sampling: Sampling, greedy: torch.Tensor) -> list[list[int]]:
+                sampling: Sampling, greedy: torch.Tensor | None) -> list[list[int]]:
         device = ids.device
         processors = sampling.processors()
         eos = torch.tensor(list(eos_ids), device=device)
@@ -375,7 +377,7 @@ class FastGenerator:
             scores = processors(sequence, logits.float())
             if sampling.do_sample:
                 token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
-                if greedy.any():
+                if greedy is not None:
                     token = torch.where(greedy, scores.argmax(dim=-1), token)
             else:
                 token = scores.argmax(dim=-1)
