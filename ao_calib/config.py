@@ -182,6 +182,13 @@ class PathsConfig(Checked):
                              "artefacts (AO_CALIB_CACHE).")
 
 
+class ConfidenceDecoding(str, Enum):
+    """How a greedy evaluation writes the number of a stated confidence (``ao_calib.calibration.decoding``)."""
+
+    most_likely = "most_likely"  # greedy, as every other token
+    expected = "expected"  # the task's scale number nearest the mean of the model's distribution over the scale
+
+
 @dataclass
 class EvalConfig(Checked):
     """Held-out evaluation: before training, after the warm-up, during training and at the end."""
@@ -215,6 +222,12 @@ class EvalConfig(Checked):
                                 "trainer.fast_generation's; skipped where the model is sharded or quantized. "
                                 "false: the unmerged adapter, no copy.")
     mismatches_printed: int = setting(3, "Wrong answers printed after each evaluation.", allowed=at_least(0))
+    confidence_decoding: ConfidenceDecoding = setting(
+        ConfidenceDecoding.most_likely, "(Tasks that state a confidence, greedy evaluation) The number in the tag. "
+        "most_likely: greedy, as every other token. expected: the number of the task's scale (the oracle: "
+        "task.sft_confidences) nearest the mean of the model's own distribution over it, the statement the "
+        "calibration reward's squared penalty expects to charge least (ao_calib.calibration.decoding); the answer "
+        "after it stays greedy.")
 
 
 @dataclass
@@ -493,6 +506,18 @@ def check_confidence_loss(cfg) -> None:
                            f"{error}") from error
 
 
+def check_confidence_decoding(cfg) -> None:
+    """``eval.confidence_decoding=expected`` replaces a greedy choice; with a sampled evaluation there is none."""
+    from omegaconf import OmegaConf
+
+    decoding = OmegaConf.select(cfg, "eval.confidence_decoding", default=None)
+    if decoding == ConfidenceDecoding.expected and OmegaConf.select(cfg, "eval.temperature", default=None):
+        raise AOCalibError(f"eval.confidence_decoding=expected cannot run with eval.temperature="
+                           f"{OmegaConf.select(cfg, 'eval.temperature')}: it states the mean of the number's "
+                           "distribution in a greedy evaluation; a sampled one draws the number (set "
+                           "eval.temperature=null or eval.confidence_decoding=most_likely)")
+
+
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -517,6 +542,7 @@ def check_combinations(cfg) -> None:
     check_credit_rule(cfg)
     check_warmup_run_keys(cfg)
     check_confidence_loss(cfg)
+    check_confidence_decoding(cfg)
 
 
 def typed(node, schema: type):

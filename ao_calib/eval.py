@@ -19,6 +19,7 @@ from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ao_calib.commands import key_value_command
+from ao_calib.config import ConfidenceDecoding
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
 
@@ -36,6 +37,9 @@ class EvalArgs:
     batch_size: Optional[int] = _option("generation batch size (default: the run's eval.batch_size)")
     max_new_tokens: Optional[int] = _option("tokens generated per answer (default: the run's setting)")
     temperature: Optional[float] = _option("0: greedy; above 0 samples from a fixed seed (default: the run's)")
+    confidence_decoding: Optional[ConfidenceDecoding] = _option(
+        "most_likely or expected: the tag's number in a greedy evaluation (default: the run's "
+        "eval.confidence_decoding)")
     tag: Optional[str] = _option("name of this evaluation's files, eval_<tag>.json (default: reeval_<date>-<time>)")
     overwrite: bool = _option("replace an evaluation that already has this tag", False)
     task_overrides: list[str] = field(default_factory=list, metadata={
@@ -48,7 +52,7 @@ def usage() -> str:
              "", "options:"]
     for f in dataclasses.fields(EvalArgs):
         name = "task.KEY=VALUE" if f.name == "task_overrides" else f.name
-        lines.append(f"  {name:<16} {f.metadata['help']}")
+        lines.append(f"  {name:<20} {f.metadata['help']}")
     lines += ["", "example: python -m ao_calib.eval run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100",
               "         python -m ao_calib.eval run_dir=RUN task.data.test_path=bench/data/bfcl_v4_real tag=bfcl_real"]
     return "\n".join(lines)
@@ -110,6 +114,7 @@ def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
 def run_eval(args: EvalArgs) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``."""
     from ao_calib import models
+    from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.config import EvalConfig, eval_max_new_tokens, load_run_config
     from ao_calib.evaluation import evaluate
     from ao_calib.settings import default_of
@@ -129,6 +134,12 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     models.check_model_available(cfg.model)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source, cfg.model)
+    temperature = args.temperature if args.temperature is not None else cfg.eval.get("temperature")
+    decoding = args.confidence_decoding or cfg.eval.get("confidence_decoding", ConfidenceDecoding.most_likely)
+    if decoding == ConfidenceDecoding.expected and temperature:
+        raise AOCalibError(f"confidence_decoding=expected cannot run with temperature={temperature}: it replaces a "
+                           "greedy choice (temperature=0)")
+    expected_number_plan(task, tokenizer, decoding)  # refused before the model loads
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
     num_samples = args.num_samples or cfg.eval.num_samples
@@ -144,9 +155,10 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
         max_new_tokens=args.max_new_tokens or eval_max_new_tokens(cfg),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
         run_dir=run_dir, tag=tag, mismatches_printed=cfg.eval.mismatches_printed,
-        temperature=args.temperature if args.temperature is not None else cfg.eval.get("temperature"),
+        temperature=temperature,
         seed=cfg.eval.get("seed", 0),
         merged_copy=cfg.eval.get("merged_copy", default_of(EvalConfig, "merged_copy")),
+        confidence_decoding=decoding,
     )
     print(f"wrote {run_dir.eval_report(tag)} and {run_dir.predictions(tag).name} (tag={tag}); "
           f"the run's own {run_dir.eval_report().name} is unchanged" if tag != RunDir.FINAL else

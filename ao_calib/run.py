@@ -39,6 +39,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     from transformers import set_seed
 
     from ao_calib import models
+    from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.evaluation import evaluate
     from ao_calib.prompt_guard import guard_prompts
     from ao_calib.preflight import check_resources
@@ -69,6 +70,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         check_resources(cfg, needs.hub_datasets, adapter)
         source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
         tokenizer = models.load_tokenizer(source, cfg.model)
+        expected_number_plan(task, tokenizer, cfg.eval.confidence_decoding)  # refused before the model loads
         model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora, adapter)
         # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
         model = sharding.prepare(model, uses_bf16(cfg.model))
@@ -214,6 +216,7 @@ def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:
         "temperature": cfg.eval.temperature,
         "seed": cfg.eval.seed,
         "merged_copy": cfg.eval.merged_copy,
+        "confidence_decoding": cfg.eval.confidence_decoding,
     }
 
 

@@ -120,6 +120,12 @@ class Task(ABC):
         evaluation scores the stated confidence (``confidence`` in each sample's scores)."""
         return self.calibrated_reward is not None and self.calibrated_reward in self.context.reward_names
 
+    def confidence_scale(self) -> list[int] | None:
+        """The numbers (0-100) the task teaches its model to state in the tag, for
+        ``eval.confidence_decoding=expected`` (``ao_calib.calibration.decoding``); None: the task names none, and
+        that setting is refused."""
+        return None
+
     # ------------------------------------------------------------------ the steps of a run, in order
 
     def requirements(self, need_adapter: bool = True) -> TaskRequirements:

@@ -6,6 +6,7 @@ import logging
 import random
 
 from ao_calib import distributed
+from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.config import EvalConfig
@@ -27,7 +28,8 @@ CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0,
-             merged_copy: bool = default_of(EvalConfig, "merged_copy")) -> dict:
+             merged_copy: bool = default_of(EvalConfig, "merged_copy"),
+             confidence_decoding: str = default_of(EvalConfig, "confidence_decoding")) -> dict:
     """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
     report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
     conditions (a control) are scored beside it.
@@ -36,7 +38,8 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     Every process of a multi-process run calls it: each generates its share of the rows, and the main process
     scores them all (the judge sees each row once), writes and prints; every process returns the same metrics.
     ``merged_copy``: generate from the adapter merged into a copy of its projections (the one the fast rollouts
-    use, refreshed now) where the model allows it; the same completions as the unmerged adapter up to rounding."""
+    use, refreshed now) where the model allows it; the same completions as the unmerged adapter up to rounding.
+    ``confidence_decoding``: ``eval.confidence_decoding`` (greedy evaluations; ``ao_calib.calibration.decoding``)."""
     generation_model = model
     if merged_copy:
         refusal = generation_copy_refusal(model)
@@ -45,11 +48,13 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         else:
             log.info("evaluation generates from the unmerged adapter: %s", refusal)
 
+    number_plan = None if temperature else expected_number_plan(task, tokenizer, confidence_decoding)
+
     def answers(share: list[dict], condition: str, desc: str) -> list[str]:
         generated = generate_completions(
             generation_model, tokenizer, share, chat_template_kwargs=chat_template_kwargs,
             max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition,
-            desc=f"eval ({desc})", temperature=temperature, seed=seed)
+            desc=f"eval ({desc})", temperature=temperature, seed=seed, number_plan=number_plan)
         if temperature:
             return generated
         return task.revise_answers(generation_model, tokenizer, share, generated,
@@ -60,7 +65,9 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
 
     rows = held_out_rows(data.test, num_samples, seed)
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
-              "decoding": "greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}"}
+              "decoding": ("greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}")
+              + ("; the tag's number: the mean over its scale (eval.confidence_decoding=expected)" if number_plan
+                 else "")}
     steered = data.steering is not None
     for variant in ["main", *data.conditions]:
         name = tag if variant == "main" else f"{tag}_{variant}"

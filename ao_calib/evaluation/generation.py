@@ -7,6 +7,7 @@ import contextlib
 
 import torch
 from tqdm.auto import tqdm
+from transformers import LogitsProcessorList
 
 from ao_calib import distributed
 
@@ -19,12 +20,13 @@ def chat_prompt_text(tokenizer, messages: list[dict], chat_template_kwargs: dict
 @torch.no_grad()
 def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kwargs: dict, max_new_tokens: int,
                          batch_size: int, steering=None, condition: str = "own", desc: str = "eval",
-                         temperature: float | None = None, seed: int = 0) -> list[str]:
+                         temperature: float | None = None, seed: int = 0, number_plan=None) -> list[str]:
     """Completions for the rows' chat prompts, batched with left padding: greedy (``temperature`` None or 0), or
     sampled at ``temperature``
     from ``seed`` (the caller's random state is left as it was). With ``steering``, the activations of
     ``condition`` are injected during the prefill: the row's own (``own``), another prompt's (``other``) or random
-    vectors of the same norms (``none``)."""
+    vectors of the same norms (``none``). ``number_plan`` (an ``ao_calib.calibration.decoding.ExpectedNumber``,
+    greedy only): the tag's number is the mean of the model's distribution over its scale, not the most likely."""
     texts = [chat_prompt_text(tokenizer, r["prompt"], chat_template_kwargs) for r in rows]
     # Batches of similar lengths: a left-padded batch costs its longest prompt times its size, and held-out sets mix
     # prompts of 150 and 900 tokens (BFCL's docs). The completions are put back in the rows' order.
@@ -52,6 +54,9 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                     injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"],
                                                   condition=condition)
                     context = steering.context(model, injected, "eval")
+                if number_plan is not None:
+                    sampling["logits_processor"] = LogitsProcessorList(
+                        [number_plan.processor(batch["input_ids"].shape[1], batch["input_ids"].shape[0])])
                 with context:
                     # synced_gpus: a sharded model's forward is a collective, so a rank whose rows all ended keeps
                     # stepping with the others until every rank is done (the callers give every rank as many rows)

@@ -60,12 +60,12 @@ class NumberTokens(NamedTuple):
     prefix: str  # the tag's text before that token ("[epistemic status: ", or without the space the token holds)
 
 
-def number_tokens(tokenizer, numbers) -> NumberTokens:
+def number_tokens(tokenizer, numbers, setting: str = "warmup.confidence_loss=calibration") -> NumberTokens:
     """The first token of each number 0-100 written in its tag (``[epistemic status: NN]``, where a tokenizer
     may join the space before NN to it), and which of ``numbers`` (the targets') each one begins. On a tokenizer
     that splits numbers into digits (SmolLM2) these are the ten digits, and a number is read off its first digit;
     on one that writes " 50" as a single token, off that token. Refused, naming them, when two of ``numbers``
-    begin with the same token: it would not say which was meant."""
+    begin with the same token: it would not say which was meant (the message names ``setting``)."""
     offset = len(format_epistemic_status(0, "").split("0")[0])  # where NN starts in the tag
     ids: list[int] = []
     values: dict[int, int] = {}
@@ -82,7 +82,7 @@ def number_tokens(tokenizer, numbers) -> NumberTokens:
         if number in numbers:
             index = ids.index(first)
             if index in values:
-                raise AOCalibError(f"warmup.confidence_loss=calibration reads a number off its first token, and this "
+                raise AOCalibError(f"{setting} reads a number off its first token, and this "
                                    f"tokenizer begins {values[index]} and {number} with the same one "
                                    f"({tokenizer.decode([first])!r}): choose numbers that begin differently")
             values[index] = number

@@ -258,6 +258,10 @@ class OracleTask(Task):
 
     # --------------------------------------------------------------------------------- rewards / eval
 
+    def confidence_scale(self) -> list[int]:
+        """The numbers the warm-up teaches the oracle to state (``task.sft_confidences``)."""
+        return list(self.config.sft_confidences)
+
     def judge(self):
         """The run's judge (built once; judge=local grades with the base model)."""
         if self.context.judge is None:
