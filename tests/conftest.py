@@ -93,3 +93,10 @@ def smollm2_source(offline_env):
             pytest.fail(message + " (CI installs it: the README's test command)")
         pytest.skip(message)
     return models.model_source(cfg.model, cfg.paths.cache_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_source):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_source)

@@ -88,13 +88,6 @@ def test_on_a_tokenizer_that_splits_numbers_the_first_token_is_the_first_digit(s
         calibration_loss.number_tokens(smollm2_tokenizer, {0, 10, 100})
 
 
-@pytest.fixture(scope="module")
-def smollm2_tokenizer(smollm2_source):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_source)
-
-
 @pytest.mark.parametrize("tag_fraction", [1.0, 0.0])
 def test_the_number_stays_in_every_rows_cross_entropy_and_its_place_is_recorded(smollm2_tokenizer, tag_fraction):
     """The drawn number's digits in the mask of every row (the prior the penalty moves), the rest of the tag as

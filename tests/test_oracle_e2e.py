@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
@@ -109,10 +110,17 @@ def test_oracle_pipeline_run_directory(tmp_path):
     assert {"control/accuracy", "none/accuracy"} <= summary["eval_metrics"].keys()
     assert summary["judge"]["judge/calls"] > 0 and "alerts" in summary
 
-    # Any saved oracle re-evaluates from its run directory, steering included.
-    assert_ok(run_cli("ao_calib.eval", f"run_dir={out}", "num_samples=4", "tag=cli"))
+    # Any saved oracle re-evaluates from its run directory, steering included, here stating each number as the mean
+    # over the scale (eval.confidence_decoding=expected; refused with a sampled evaluation, before the model loads).
+    refused = run_cli("ao_calib.eval", f"run_dir={out}", "confidence_decoding=expected", "temperature=0.7")
+    assert refused.returncode == 2 and "cannot run with temperature=0.7" in refused.stderr
+    assert_ok(run_cli("ao_calib.eval", f"run_dir={out}", "num_samples=4", "tag=cli", "confidence_decoding=expected"))
     cli = json.loads((out / "eval_cli.json").read_text())
     assert cli["num_samples"] == 4 and "ece" in cli["metrics"] and "control" in cli["variants"]
+    assert "eval.confidence_decoding=expected" in cli["decoding"]
+    scale = set(OmegaConf.load(out / "config.yaml").task.sft_confidences)
+    assert all(r["scores"]["confidence"] is None or round(100 * r["scores"]["confidence"]) in scale
+               for r in read_jsonl(out / "eval_predictions_cli.jsonl"))
 
     # A second run (a sweep job, a rerun) reads every activation from the cache instead of the model.
     again = tmp_path / "again"

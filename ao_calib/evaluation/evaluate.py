@@ -6,8 +6,8 @@ import logging
 import random
 
 from ao_calib import distributed
-from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.contract import scored_confidence
+from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.config import EvalConfig
 from ao_calib.evaluation.generation import generate_completions
