@@ -23,6 +23,7 @@ import random
 import numpy as np
 import torch
 
+from ao_calib.calibration.contract import number_tokens
 from ao_calib.settings import plain
 from ao_calib.trainers import calibration_loss
 from bench.oracle_reading_loop import oracle_and_data, steered_pass
@@ -56,7 +57,7 @@ def main() -> None:
                   for name, group in groups.items() for kind in sorted({r["kind"] for r in rows})}
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in (" Yes", " No"))
     # each number's first token, the number it stands for, and the tag's text before it, as the warm-up reads them
-    numbers_read = calibration_loss.number_tokens(tokenizer, set(cfg.task.sft_confidences))
+    numbers_read = number_tokens(tokenizer, set(cfg.task.sft_confidences))
     result: dict = {"seed": args.seed, "adapter": args.adapter}
     with torch.no_grad():
         for name, group in groups.items():

@@ -10,7 +10,7 @@ import datasets
 import pytest
 import torch
 
-from ao_calib.calibration.contract import first_digit_values
+from ao_calib.calibration.contract import first_digit_values, number_tokens
 from ao_calib.config import compose_run_config
 from ao_calib.errors import AOCalibError
 from ao_calib.trainers import calibration_loss
@@ -68,7 +68,7 @@ def rows(*completions, answer_in_loss=True, drawn_from=()):
 def test_a_tokenizer_that_writes_a_number_as_one_token_reads_it_off_that_token(tiny_tokenizer):
     """The tiny model's tokenizer writes " 50" whole: each target number is its own first token, the row records
     where that token is, and a row whose number begins otherwise (no space) is refused, naming the row."""
-    numbers = calibration_loss.number_tokens(tiny_tokenizer, set(NUMBERS))
+    numbers = number_tokens(tiny_tokenizer, set(NUMBERS))
     by_number = {n: numbers.ids[i] for i, n in numbers.values.items()}
     assert sorted(by_number) == NUMBERS and len(set(by_number.values())) == len(NUMBERS)
     assert tiny_tokenizer.decode([by_number[50]]) == " 50" and numbers.prefix == "[epistemic status:"
@@ -81,11 +81,11 @@ def test_a_tokenizer_that_writes_a_number_as_one_token_reads_it_off_that_token(t
 
 
 def test_on_a_tokenizer_that_splits_numbers_the_first_token_is_the_first_digit(smollm2_tokenizer):
-    numbers = calibration_loss.number_tokens(smollm2_tokenizer, set(NUMBERS))
+    numbers = number_tokens(smollm2_tokenizer, set(NUMBERS))
     assert numbers.ids == [smollm2_tokenizer.encode(d, add_special_tokens=False)[0] for d in "0123456789"]
     assert numbers.values == first_digit_values(NUMBERS) and numbers.prefix == "[epistemic status: "
     with pytest.raises(AOCalibError, match="begins 10 and 100 with the same one"):
-        calibration_loss.number_tokens(smollm2_tokenizer, {0, 10, 100})
+        number_tokens(smollm2_tokenizer, {0, 10, 100})
 
 
 @pytest.mark.parametrize("tag_fraction", [1.0, 0.0])
@@ -159,7 +159,7 @@ def test_on_a_drawn_label_the_term_takes_the_mean_probability_of_the_answers_it_
     with torch.no_grad(), BackboneStates(model.model) as hidden:
         logits = model(input_ids=input_ids).logits
     _, logs = calibration_loss.calibration_term(torch.cat(hidden.outputs), model.lm_head, input_ids, indices,
-                                                *calibration_loss.number_tokens(smollm2_tokenizer, set(NUMBERS))[:2])
+                                                *number_tokens(smollm2_tokenizer, set(NUMBERS))[:2])
     start = int(indices["answer_start"][0])
     p = logits[:, start - 1].float().softmax(-1)
     yes, no = encoded[0][calibration_loss.CHOICES]
@@ -206,7 +206,7 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
                               for r in encoded])
     attention = torch.tensor([[1] * len(r["input_ids"]) + [0] * (length - len(r["input_ids"])) for r in encoded])
     indices = {key: torch.tensor([r[key] for r in encoded]) for key in calibration_loss.COLUMNS}
-    digits, values, _ = calibration_loss.number_tokens(tokenizer, set(NUMBERS))
+    digits, values, _ = number_tokens(tokenizer, set(NUMBERS))
 
     def term():
         with BackboneStates(base.model) as hidden:

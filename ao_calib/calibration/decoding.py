@@ -21,9 +21,8 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from ao_calib.calibration.contract import format_epistemic_status
+from ao_calib.calibration.contract import format_epistemic_status, number_tokens
 from ao_calib.errors import AOCalibError
-from ao_calib.trainers.calibration_loss import number_tokens
 
 SETTING = "eval.confidence_decoding=expected"
 

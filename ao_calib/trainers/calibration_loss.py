@@ -40,53 +40,11 @@ marks its answer out of the loss (``answer_in_loss: false``, e.g. a coin-flip la
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
-
-from ao_calib.calibration.contract import format_epistemic_status
-from ao_calib.errors import AOCalibError
 
 COLUMNS = ("confidence_index", "answer_start", "answer_end")  # token indices in input_ids; -1: none
 # per row, the token of each answer its label was drawn from uniformly (warmup.calibration_expected_over_draw); -1 pads
 CHOICES = "answer_choice_ids"
-
-
-class NumberTokens(NamedTuple):
-    """The tokens a stated number can begin with, and the number each stands for."""
-
-    ids: list[int]  # the first token of every number 0-100 as the tag writes it, each once
-    values: dict[int, int]  # index into ids -> the one target number that begins with that token
-    prefix: str  # the tag's text before that token ("[epistemic status: ", or without the space the token holds)
-
-
-def number_tokens(tokenizer, numbers, setting: str = "warmup.confidence_loss=calibration") -> NumberTokens:
-    """The first token of each number 0-100 written in its tag (``[epistemic status: NN]``, where a tokenizer
-    may join the space before NN to it), and which of ``numbers`` (the targets') each one begins. On a tokenizer
-    that splits numbers into digits (SmolLM2) these are the ten digits, and a number is read off its first digit;
-    on one that writes " 50" as a single token, off that token. Refused, naming them, when two of ``numbers``
-    begin with the same token: it would not say which was meant (the message names ``setting``)."""
-    offset = len(format_epistemic_status(0, "").split("0")[0])  # where NN starts in the tag
-    ids: list[int] = []
-    values: dict[int, int] = {}
-    prefix = None
-    for number in range(101):
-        tag = format_epistemic_status(number, "Yes")
-        encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
-        first, start = next((token, start) for token, (start, end) in zip(encoded["input_ids"],
-                                                                          encoded["offset_mapping"])
-                            if start <= offset < end)
-        prefix = prefix or tag[:start]
-        if first not in ids:
-            ids.append(first)
-        if number in numbers:
-            index = ids.index(first)
-            if index in values:
-                raise AOCalibError(f"{setting} reads a number off its first token, and this "
-                                   f"tokenizer begins {values[index]} and {number} with the same one "
-                                   f"({tokenizer.decode([first])!r}): choose numbers that begin differently")
-            values[index] = number
-    return NumberTokens(ids, values, prefix)
 
 
 def penalty_table(values: dict[int, int], c: torch.Tensor, width: int) -> torch.Tensor:

@@ -14,8 +14,8 @@ import torch
 from omegaconf import DictConfig
 from trl import SFTConfig, SFTTrainer
 
-from ao_calib.calibration.contract import (confidence_span, first_digit_values, parse_epistemic_status,
-                                          tag_span)
+from ao_calib.calibration.contract import (confidence_span, first_digit_values, number_tokens,
+                                          parse_epistemic_status, tag_span)
 from ao_calib.trainers.config import CalibrationLossForm, SFTTrainerConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.settings import default_of, plain
@@ -149,7 +149,7 @@ class IndexColumns:
 class CalibrationLoss(NamedTuple):
     """What ``confidence_loss=calibration`` needs beside the batch."""
 
-    number_ids: list[int]  # the tokens a number can begin with (calibration_loss.number_tokens)
+    number_ids: list[int]  # the tokens a number can begin with (contract.number_tokens)
     values: dict[int, int]  # index into number_ids -> the target number it begins
     weight: float
     start_step: int = 0  # optimiser steps before the term joins the loss
@@ -219,7 +219,7 @@ def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, c
     confidence_loss = setting("confidence_loss")
     numbers = None
     if confidence_loss == "calibration":
-        numbers = calibration_loss.number_tokens(setup.tokenizer, target_number_values(setup.data.train).values())
+        numbers = number_tokens(setup.tokenizer, target_number_values(setup.data.train).values())
     train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
                            confidence_in_loss=setting("confidence_in_loss"),
                            tag_loss_fraction=setting("tag_loss_fraction"),
