@@ -510,12 +510,17 @@ def check_confidence_decoding(cfg) -> None:
     """``eval.confidence_decoding=expected`` replaces a greedy choice; with a sampled evaluation there is none."""
     from omegaconf import OmegaConf
 
-    decoding = OmegaConf.select(cfg, "eval.confidence_decoding", default=None)
-    if decoding == ConfidenceDecoding.expected and OmegaConf.select(cfg, "eval.temperature", default=None):
-        raise AOCalibError(f"eval.confidence_decoding=expected cannot run with eval.temperature="
-                           f"{OmegaConf.select(cfg, 'eval.temperature')}: it states the mean of the number's "
-                           "distribution in a greedy evaluation; a sampled one draws the number (set "
-                           "eval.temperature=null or eval.confidence_decoding=most_likely)")
+    refuse_expected_number_when_sampled(OmegaConf.select(cfg, "eval.confidence_decoding", default=None),
+                                        OmegaConf.select(cfg, "eval.temperature", default=None), "eval.")
+
+
+def refuse_expected_number_when_sampled(decoding, temperature: float | None, prefix: str = "") -> None:
+    """The refusal behind ``check_confidence_decoding``, also for ``ao_calib.eval``'s own options (``prefix``:
+    how the keys are spelt there)."""
+    if decoding == ConfidenceDecoding.expected and temperature:
+        raise AOCalibError(f"{prefix}confidence_decoding=expected cannot run with {prefix}temperature={temperature}: "
+                           "it states the mean of the number's distribution in a greedy evaluation; a sampled one "
+                           f"draws the number (set {prefix}temperature=0 or {prefix}confidence_decoding=most_likely)")
 
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"

@@ -115,7 +115,12 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``."""
     from ao_calib import models
     from ao_calib.calibration.decoding import expected_number_plan
-    from ao_calib.config import EvalConfig, eval_max_new_tokens, load_run_config
+    from ao_calib.config import (
+        EvalConfig,
+        eval_max_new_tokens,
+        load_run_config,
+        refuse_expected_number_when_sampled,
+    )
     from ao_calib.evaluation import evaluate
     from ao_calib.settings import default_of
     from ao_calib.task_api import build_task
@@ -135,10 +140,9 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source, cfg.model)
     temperature = args.temperature if args.temperature is not None else cfg.eval.get("temperature")
-    decoding = args.confidence_decoding or cfg.eval.get("confidence_decoding", ConfidenceDecoding.most_likely)
-    if decoding == ConfidenceDecoding.expected and temperature:
-        raise AOCalibError(f"confidence_decoding=expected cannot run with temperature={temperature}: it replaces a "
-                           "greedy choice (temperature=0)")
+    decoding = args.confidence_decoding or cfg.eval.get("confidence_decoding",
+                                                        default_of(EvalConfig, "confidence_decoding"))
+    refuse_expected_number_when_sampled(decoding, temperature)
     expected_number_plan(task, tokenizer, decoding)  # refused before the model loads
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)

@@ -21,7 +21,11 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from ao_calib.calibration.contract import format_epistemic_status, number_tokens
+from ao_calib.calibration.contract import (
+    confidence_span,
+    format_epistemic_status,
+    number_tokens,
+)
 from ao_calib.errors import AOCalibError
 
 SETTING = "eval.confidence_decoding=expected"
@@ -49,8 +53,7 @@ class ExpectedNumber:
         """The tokens that write ``number`` in its tag, checked to follow the tag's opening as ``prefix`` has it."""
         tag = format_epistemic_status(number, "Yes")
         encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
-        start = tag.index(str(number), len("[epistemic status:"))
-        end = start + len(str(number))
+        start, end = confidence_span(tag)
         ids = [token for token, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if a < end and b > start]
         opening = [token for token, (_, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if b <= start]
         if opening != self.prefix:
