@@ -91,12 +91,12 @@ def number_tokens(tokenizer, numbers, setting: str = "warmup.confidence_loss=cal
     that splits numbers into digits (SmolLM2) these are the ten digits, and a number is read off its first digit;
     on one that writes " 50" as a single token, off that token. Refused, naming them, when two of ``numbers``
     begin with the same token: it would not say which was meant (the message names ``setting``)."""
-    offset = len(format_epistemic_status(0, "").split("0")[0])  # where NN starts in the tag
     ids: list[int] = []
     values: dict[int, int] = {}
     prefix = None
     for number in range(101):
         tag = format_epistemic_status(number, "Yes")
+        offset, _ = confidence_span(tag)  # where NN starts in the tag
         encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
         first, start = next((token, start) for token, (start, end) in zip(encoded["input_ids"],
                                                                           encoded["offset_mapping"])
