@@ -16,22 +16,34 @@ ANSWERS = ("Yes", "No")
 
 @torch.no_grad()
 def own_answer_probabilities(model, tokenizer, rows: list[dict], completions: list[str], steering, *,
-                             chat_template_kwargs: dict) -> list[float]:
+                             chat_template_kwargs: dict, batch_size: int = 16, one_pass: bool = True) -> list[float]:
     """For each row, P(the oracle's own answer) normalised over Yes and No, given the prompt (with its
     activations injected) and the oracle's own tag (confidence 50 when it wrote none). A completion that is
-    neither Yes nor No counts as the likelier of the two."""
+    neither Yes nor No counts as the likelier of the two.
+
+    Where each answer is one token after the same prefix (SmolLM2, Qwen3), one pass over the prefix gives both
+    answers' probabilities at its last position, ``batch_size`` rows at a time (right-padded, so every row's
+    positions are those of its own pass); other rows score both full texts, one row at a time. Both read the same
+    numbers: the answer tokens' summed log-probabilities after the prefix (``one_pass=False`` takes the second way
+    on every row: ``bench.oracle_answer_probability`` times the two)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    out = []
+    out: list[float | None] = [None] * len(rows)
+    one_token = []  # (index, prefix ids, Yes id, No id, the chosen answer)
     try:
-        for row, completion in zip(rows, completions):
+        for index, (row, completion) in enumerate(zip(rows, completions)):
             status = parse_epistemic_status(completion)
             prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                    **chat_template_kwargs)
             texts = [prompt + format_epistemic_status(status.confidence, answer) for answer in ANSWERS]
             prefix = len(tokenizer(prompt + format_epistemic_status(status.confidence, "").rstrip(),
                                    add_special_tokens=False)["input_ids"])
+            chosen = {"yes": 0, "no": 1}.get(yes_no(status.answer))
+            ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+            if one_pass and all(len(i) == prefix + 1 for i in ids) and ids[0][:prefix] == ids[1][:prefix]:
+                one_token.append((index, ids[0][:prefix], ids[0][prefix], ids[1][prefix], chosen))
+                continue
             batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             injected = steering.batch_for([row, row], batch["input_ids"])
             with steering.context(model, injected, "baseline"):
@@ -39,13 +51,32 @@ def own_answer_probabilities(model, tokenizer, rows: list[dict], completions: li
             logprobs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
             mask = batch["attention_mask"][:, 1:].clone()
             mask[:, : prefix - 1] = 0  # score the answer tokens only
-            answer_logprob = (logprobs * mask).sum(-1)
-            p = torch.softmax(answer_logprob, dim=0).tolist()
-            chosen = {"yes": 0, "no": 1}.get(yes_no(status.answer))
-            out.append(p[chosen] if chosen is not None else max(p))
+            out[index] = _own(torch.softmax((logprobs * mask).sum(-1), dim=0).tolist(), chosen)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        for start in range(0, len(one_token), batch_size):
+            chunk = one_token[start:start + batch_size]
+            width = max(len(c[1]) for c in chunk)
+            input_ids = torch.tensor([c[1] + [pad] * (width - len(c[1])) for c in chunk], device=device)
+            attention_mask = torch.tensor([[1] * len(c[1]) + [0] * (width - len(c[1])) for c in chunk],
+                                          device=device)
+            last = torch.tensor([len(c[1]) - 1 for c in chunk], device=device)
+            kept = torch.unique(last)  # the LM head on these positions only
+            injected = steering.batch_for([rows[c[0]] for c in chunk], input_ids)
+            with steering.context(model, injected, "baseline"):
+                logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=kept).logits
+            at_last = logits[torch.arange(len(chunk), device=device), torch.searchsorted(kept, last)].float()
+            logprobs = torch.log_softmax(at_last, dim=-1)
+            answers = torch.tensor([[c[2], c[3]] for c in chunk], device=device)
+            pairs = torch.softmax(logprobs.gather(-1, answers), dim=-1).tolist()
+            for (index, *_, chosen), p in zip(chunk, pairs):
+                out[index] = _own(p, chosen)
     finally:
         model.train(was_training)
     return out
+
+
+def _own(p: list[float], chosen: int | None) -> float:
+    return p[chosen] if chosen is not None else max(p)
 
 
 def fresh_rows(n_prompts: int, questions_per_prompt: int, kinds, seed: int, exclude: set[str]) -> list[dict]:
