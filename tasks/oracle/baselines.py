@@ -44,7 +44,7 @@ def own_answer_probabilities(model, tokenizer, rows: list[dict], completions: li
             if one_pass and all(len(i) == prefix + 1 for i in ids) and ids[0][:prefix] == ids[1][:prefix]:
                 one_token.append((index, ids[0][:prefix], ids[0][prefix], ids[1][prefix], chosen))
                 continue
-            batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(device)
             injected = steering.batch_for([row, row], batch["input_ids"])
             with steering.context(model, injected, "baseline"):
                 logits = model(**batch).logits.float()
@@ -52,18 +52,15 @@ def own_answer_probabilities(model, tokenizer, rows: list[dict], completions: li
             mask = batch["attention_mask"][:, 1:].clone()
             mask[:, : prefix - 1] = 0  # score the answer tokens only
             out[index] = _own(torch.softmax((logprobs * mask).sum(-1), dim=0).tolist(), chosen)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         for start in range(0, len(one_token), batch_size):
             chunk = one_token[start:start + batch_size]
-            width = max(len(c[1]) for c in chunk)
-            input_ids = torch.tensor([c[1] + [pad] * (width - len(c[1])) for c in chunk], device=device)
-            attention_mask = torch.tensor([[1] * len(c[1]) + [0] * (width - len(c[1])) for c in chunk],
-                                          device=device)
-            last = torch.tensor([len(c[1]) - 1 for c in chunk], device=device)
+            batch = tokenizer.pad({"input_ids": [c[1] for c in chunk]}, padding_side="right",
+                                  return_tensors="pt").to(device)
+            last = batch["attention_mask"].sum(-1) - 1
             kept = torch.unique(last)  # the LM head on these positions only
-            injected = steering.batch_for([rows[c[0]] for c in chunk], input_ids)
+            injected = steering.batch_for([rows[c[0]] for c in chunk], batch["input_ids"])
             with steering.context(model, injected, "baseline"):
-                logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=kept).logits
+                logits = model(**batch, logits_to_keep=kept).logits
             at_last = logits[torch.arange(len(chunk), device=device), torch.searchsorted(kept, last)].float()
             logprobs = torch.log_softmax(at_last, dim=-1)
             answers = torch.tensor([[c[2], c[3]] for c in chunk], device=device)
