@@ -577,7 +577,41 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     assert len(warmup) == len(built)
 
 
-@pytest.mark.parametrize("key", ["rl_none_fraction=0.2", "rl_unreadable_fraction=0.2", "rl_expected_over_draw=True"])
+def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tmp_path):
+    """task.rl_reserved_prompts: whole prompts, that share of them, train the RL stage only and the others the
+    warm-up only (so the RL stage never calibrates against rows the warm-up fitted); the held-out split is
+    untouched, the draw repeats, and a run without a warm-up refuses the key."""
+    from omegaconf import OmegaConf
+
+    from ao_calib import models
+    from ao_calib.config import compose_run_config
+    from ao_calib.errors import AOCalibError
+    from ao_calib.task_api import build_task
+
+    overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8", "task.rl_reserved_prompts=0.3",
+                 f"paths.cache_dir={tmp_path}"]
+    cfg = compose_run_config(overrides)
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    task = build_task(cfg)
+    data = task.build_data(models.load_tokenizer(source), models.load_base_model(cfg.model, source))
+    built = data.train.to_list()
+    warmup = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None).train.to_list()
+    main = task.main_stage_data(cfg.trainer, data)
+    rl = main.train.to_list()
+    prompts = {r["source_id"] for r in built}
+    warm_prompts, rl_prompts = {r["source_id"] for r in warmup}, {r["source_id"] for r in rl}
+    assert not warm_prompts & rl_prompts and warm_prompts | rl_prompts == prompts
+    assert len(rl_prompts) == round(0.3 * len(prompts))
+    assert sorted(map(str, warmup + rl)) == sorted(map(str, built))  # every row, on one side, unchanged
+    assert main.test.to_list() == data.test.to_list()
+    assert task.main_stage_data(cfg.trainer, data).train.to_list() == rl
+    with pytest.raises(AOCalibError, match="task.rl_reserved_prompts=0.3 keeps prompts from a warm-up"):
+        build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label", "trainer=grpo",
+                                       "task.rl_reserved_prompts=0.3"]))
+
+
+@pytest.mark.parametrize("key", ["rl_none_fraction=0.2", "rl_unreadable_fraction=0.2", "rl_expected_over_draw=True",
+                                 "rl_reserved_prompts=0.2"])
 def test_rl_rows_are_refused_when_the_main_stage_is_sft(key):
     from ao_calib.config import compose_run_config
     from ao_calib.errors import AOCalibError

@@ -60,11 +60,15 @@ class OracleTask(Task):
         self._layers: list[int] = []
         self._judge = None
         self.extraction = ExtractionStats()
-        for key in ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw"):
+        for key in ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw", "rl_reserved_prompts"):
             if getattr(config, key) and context.stages and context.stages[-1] == "sft":
                 # checked here, before any model loads: SFT would imitate coin-flip labels
                 raise AOCalibError(f"task.{key}={getattr(config, key)} shapes the rows of an RL stage, but the main "
                                    f"stage is trainer=sft; set task.{key}=0 or use an RL trainer")
+        if config.rl_reserved_prompts and context.stages and len(context.stages) < 2:
+            raise AOCalibError(f"task.rl_reserved_prompts={config.rl_reserved_prompts} keeps prompts from a warm-up "
+                               f"for the RL stage, and this run's stages are {list(context.stages)}: add a warm-up "
+                               "or set it to 0")
         if config.sft_none_fraction and context.stages and not (len(context.stages) > 1
                                                                and context.stages[0] == "sft"):
             raise AOCalibError(f"task.sft_none_fraction={config.sft_none_fraction} adds rows to an SFT warm-up, and "
@@ -162,10 +166,10 @@ class OracleTask(Task):
         """The RL stage's rows: the training rows, with ``task.rl_unreadable_fraction`` of them about unstated facts
         (readable rows left out at random to make that share) and ``task.rl_none_fraction`` of copies injecting
         random vectors. The warm-up keeps every training row and none of the copies."""
-        shaped = ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw")
+        shaped = ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw", "rl_reserved_prompts")
         if not any(getattr(self.config, key) for key in shaped):
             return data
-        train = self._with_unreadable_share(data.train.to_list())
+        train = self._with_unreadable_share(self._prompts_of_stage(data.train.to_list(), rl=True))
         train += self._none_rows(train, self._steering.store, self.config.rl_none_fraction, "rl_none")
         if self.config.rl_expected_over_draw:  # the reward takes its expectation over the label's draw
             train = [{**row, "answer_drawn_from": answers_drawn_from(row, row.get("readable") is False)}
@@ -176,6 +180,24 @@ class OracleTask(Task):
                 "(task.rl_expected_over_draw)%s", drawn, len(train),
                 "" if drawn else ": no yes/no row is marked unreadable (readable: false), so the key changes nothing")
         return data.with_train(datasets.Dataset.from_list(train))
+
+    def _prompts_of_stage(self, train: list[dict], rl: bool) -> list[dict]:
+        """``task.rl_reserved_prompts``: the training rows of the prompts kept for the RL stage (``rl``), or of the
+        others (the warm-up's); every row when the share is 0. Whole prompts, drawn by the data seed, so that no
+        prompt the warm-up fitted reaches the RL stage."""
+        share = self.config.rl_reserved_prompts
+        if not share:
+            return train
+        prompts = sorted({row["source_id"] for row in train})
+        reserved = set(random.Random(f"rl_reserved:{self.data_seed}").sample(prompts, round(len(prompts) * share)))
+        kept = [row for row in train if (row["source_id"] in reserved) == rl]
+        if not kept:
+            raise AOCalibError(f"task.rl_reserved_prompts={share} leaves the {'RL stage' if rl else 'warm-up'} no "
+                               f"training prompt of {len(prompts)}")
+        log.info("%s: %d training rows of %d of the %d training prompts (task.rl_reserved_prompts)",
+                 "RL stage" if rl else "warm-up", len(kept), len(reserved) if rl else len(prompts) - len(reserved),
+                 len(prompts))
+        return kept
 
     def _with_unreadable_share(self, train: list[dict]) -> list[dict]:
         """``task.rl_unreadable_fraction``: every row about an unstated fact (``readable`` false) and as many of the
@@ -337,6 +359,8 @@ class OracleTask(Task):
         differ), of that answer alone (``judge``), or a draw from
         ``task.sft_confidences`` (``spread``). The targets are written to
         ``warmup_targets.jsonl`` in the run directory."""
+        if self.config.rl_reserved_prompts:
+            data = data.with_train(datasets.Dataset.from_list(self._prompts_of_stage(data.train.to_list(), rl=False)))
         if stage.name != "format":
             train = data.train
             if self.config.sft_readable_only:
