@@ -211,8 +211,9 @@ class OracleTaskConfig(TaskConfig):
         "never trains on their rows and the RL stage trains on theirs only. The calibration reward moves the number "
         "towards the oracle's hit rate on the rows it trains on; on prompts the warm-up fitted for many epochs that "
         "rate is higher than on prompts it has not seen (the tiny oracle: 0.80 against 0.71 on its city questions), "
-        "so GRPO on them teaches a number too high for held-out prompts. 0: both stages train on every prompt. Needs "
-        "a warm-up; train split only.", allowed=within(0, 1, high_open=True))
+        "so GRPO on them can teach a number too high for held-out prompts (on the quickstart it did not help: "
+        "BENCHMARKS.md). 0: both stages train on every prompt. Needs a warm-up; train split only.",
+        allowed=within(0, 1, high_open=True))
     rl_expected_over_draw: bool = setting(
         False, "GRPO scores a row the oracle cannot read (about an unstated fact, or on random vectors: generated "
         "data, whose yes/no label is Yes or No with probability 1/2 each, whatever the prompt) by the judge's mean "

@@ -163,9 +163,10 @@ class OracleTask(Task):
                                "warmup=format (the oracle's own answers, tagged) and an RL trainer, not SFT")
 
     def main_stage_data(self, stage, data: TaskData) -> TaskData:
-        """The RL stage's rows: the training rows, with ``task.rl_unreadable_fraction`` of them about unstated facts
-        (readable rows left out at random to make that share) and ``task.rl_none_fraction`` of copies injecting
-        random vectors. The warm-up keeps every training row and none of the copies."""
+        """The RL stage's rows: the training rows (of the prompts ``task.rl_reserved_prompts`` keeps for it, when
+        set), with ``task.rl_unreadable_fraction`` of them about unstated facts (readable rows left out at random to
+        make that share) and ``task.rl_none_fraction`` of copies injecting random vectors. The warm-up sees none of
+        the copies."""
         shaped = ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw", "rl_reserved_prompts")
         if not any(getattr(self.config, key) for key in shaped):
             return data
@@ -351,7 +352,8 @@ class OracleTask(Task):
     # --------------------------------------------------------------------------------------- warm-up
 
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
-        """``warmup=sft``: the training rows, or only the readable ones (``task.sft_readable_only``), plus copies that
+        """The rows of the prompts ``task.rl_reserved_prompts`` leaves to the warm-up (all when 0), and then
+        ``warmup=sft``: the training rows, or only the readable ones (``task.sft_readable_only``), plus copies that
         inject random vectors (``task.sft_none_fraction``).
         ``warmup=format``: the oracle answers the training questions itself (greedy, activations injected);
         each answer keeps its words and gets a tag: 100 × the judge's mean informativeness of the own answers of
