@@ -36,6 +36,31 @@ def test_prompt_puts_function_docs_in_the_system_turn():
     assert messages[1:] == case["question"][0]
 
 
+def _docs_of(system_turn: str) -> list:
+    return json.loads(system_turn.split("The functions you may call, in JSON:\n", 1)[1])
+
+
+def test_compact_docs_are_the_same_docs_on_one_line_for_training_and_every_held_out_set(tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    for name in ("BFCL_v4_multiple.json", "possible_answer"):
+        (extra / name).symlink_to(FIXTURE / name)
+    base = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl", "task.data.generate.n_train=4",
+            "task.data.generate.n_test=4", f"task.data.extra_test_path={extra}"]
+    by_style = {}
+    for style in ("indented", "compact"):
+        task = build_task(compose_run_config([*base, f"task.data.bfcl_docs={style}"]))
+        data = task.build_data(tokenizer=None)
+        by_style[style] = [r["prompt"][0]["content"] for r in [*data.train, *data.test, *task.extra_rows()]]
+    assert len(by_style["compact"]) == 4 + 4 + 8
+    for indented, compact in zip(by_style["indented"], by_style["compact"]):
+        assert _docs_of(compact) == _docs_of(indented)
+        assert "\n" not in compact.split("in JSON:\n", 1)[1].strip() and "\n    " in indented
+        assert len(compact) < 0.85 * len(indented)
+    with pytest.raises(AOCalibError, match="task.data.bfcl_docs"):
+        compose_run_config([*base, "task.data.bfcl_docs=pretty"])
+
+
 def _write(tmp_path, rows, name="BFCL_v4_simple_python.json"):
     path = tmp_path / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -98,8 +98,9 @@ class FunctionCallTask(Task):
             train = train[: data_cfg.max_train_samples]
         log.info("function_call BFCL data: %d train cases, %d %s cases", len(train), len(test), split)
         suffix = self.config.confidence_instruction if self.calibrated else ""
-        return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in train]),
-                        test=datasets.Dataset.from_list([bfcl.training_row(c, suffix) for c in test]))
+        docs = data_cfg.bfcl_docs
+        return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in train]),
+                        test=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in test]))
 
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
@@ -190,7 +191,7 @@ class FunctionCallTask(Task):
         path = self._extra_path()
         suffix = self.config.confidence_instruction if self.calibrated else ""
         if self.bfcl:
-            rows = [bfcl.training_row(c, suffix) for c in bfcl.load_cases(path)]
+            rows = [bfcl.training_row(c, suffix, self.config.data.bfcl_docs) for c in bfcl.load_cases(path)]
         else:
             rows = _as_chat_dataset(load_rows(path), suffix).to_list()
         chosen = held_out_sample(len(rows), self.config.data.extra_test_samples, self.context.eval_seed)
