@@ -3,6 +3,7 @@ as their advantage, every other token keeps TRL's."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from ao_calib.calibration import CalibrationConfig
 from ao_calib.calibration.contract import confidence_span
 from ao_calib.calibration.reward import make_calibrated_reward
 from ao_calib.config import compose_run_config
+from ao_calib.errors import AOCalibError
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.credit import calibration_terms, confidence_token_mask, group_normalised
 
@@ -128,6 +130,28 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
             assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
     assert numbers > 0  # the warmed-up oracle writes tags, so the rule really applied
     assert math.isfinite(trainer.metrics_file.last["calibration/confidence_advantage_std"])
+
+    # task.calibration.number_only: the same steps give every other token 0, the number's tokens their own term
+    seen.clear()
+    reward = trainer._credited_reward()
+    reward.rule = dataclasses.replace(reward.rule, number_only=True)
+    trainer.train()  # two more steps of the same trainer (a second one would add peft's reference adapter again)
+    assert seen and sum(int(b["confidence_token_mask"].sum()) for b in seen) > 0
+    for batch in seen:
+        advantages, mask = batch["advantages"], batch["confidence_token_mask"].bool()
+        assert torch.all(advantages[~mask] == 0)
+        for row in range(advantages.size(0)):
+            assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
+
+
+def test_number_only_needs_the_numbers_own_credit():
+    assert CalibrationConfig(credit="group", number_only=True).number_only
+    with pytest.raises(ValueError, match="number_only=true needs .*credit=calibration or group"):
+        CalibrationConfig(credit="sequence", number_only=True)
+    with pytest.raises(AOCalibError, match="task.calibration.number_only"):
+        from ao_calib.task_api import build_task
+        build_task(compose_run_config(["experiment=quickstart", "task.calibration.credit=sequence",
+                                       "task.calibration.number_only=true"]))
 
 
 @pytest.mark.parametrize("up, down", [(1, 1), (3, 1)])

@@ -50,6 +50,18 @@ class CalibrationConfig(Checked):
         "the number up the same force as one that pushes it down, whatever the number: the squared error no "
         "longer pulls it towards the hit rate (tests/test_confidence_credit.py; BENCHMARKS.md, \"GRPO's levels, "
         "fifth round\").", allowed=one_of("batch", "group", "none"))
+    number_only: bool = setting(
+        False, "With credit calibration or group: true gives every token but the number's an advantage of 0, so "
+        "group-relative training moves the stated number alone and leaves the answers to the warm-up (apart from "
+        "what the shared adapter weights carry over; a KL term, trainer.beta, still reaches every token). false: "
+        "the other tokens keep the whole reward's advantage (the design notes' recipe).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.number_only and self.credit == "sequence":
+            raise ValueError("task.calibration.number_only=true needs the number's own credit: set "
+                             "task.calibration.credit=calibration or group (with sequence every token shares one "
+                             "advantage, so there is no number-only advantage to keep)")
 
 
 @dataclass

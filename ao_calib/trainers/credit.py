@@ -14,6 +14,9 @@ normalises rewards; every other token keeps TRL's advantage:
 
 What both give up: credit to the number for any effect it has on the answer written after it.
 
+``task.calibration.number_only`` zeroes the other tokens' advantage as well: the group-relative step then trains
+the number alone, and the answers stay what the warm-up taught (up to the shared weights and the KL term).
+
 The terms are centred within each group and scaled as ``task.calibration.credit_scale`` says (by default by the
 batch's std, not each group's, whatever TRL's ``scale_rewards``): the target ``m`` is often 0 or 1 for a whole
 group, and a per-group std rescales ``−(NN/100 − 1)²`` and ``−(NN/100)²`` to the same spread, so a group pushing
@@ -111,6 +114,8 @@ class ConfidenceCreditMixin:
         advantages = group_normalised(terms, self.num_generations, reward.rule.credit_scale)
         n = len(reward.scored)
         output["confidence_advantages"] = advantages[self.accelerator.process_index * n:][:n]
+        if reward.rule.number_only:  # every other token: no advantage (task.calibration.number_only)
+            output["advantages"] = torch.zeros_like(output["advantages"])
         output["confidence_token_mask"] = confidence_token_mask(
             self.processing_class, output["completion_ids"], output["completion_mask"])
         self._metrics["train"]["calibration/confidence_advantage_std"].append(advantages.std().item())
