@@ -14,6 +14,7 @@ from ao_calib.calibration.contract import confidence_span
 from ao_calib.calibration.reward import make_calibrated_reward
 from ao_calib.config import compose_run_config
 from ao_calib.errors import AOCalibError
+from ao_calib.task_api import build_task
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.credit import calibration_terms, confidence_token_mask, group_normalised
 
@@ -149,7 +150,6 @@ def test_number_only_needs_the_numbers_own_credit():
     with pytest.raises(ValueError, match="number_only=true needs .*credit=calibration or group"):
         CalibrationConfig(credit="sequence", number_only=True)
     with pytest.raises(AOCalibError, match="task.calibration.number_only"):
-        from ao_calib.task_api import build_task
         build_task(compose_run_config(["experiment=quickstart", "task.calibration.credit=sequence",
                                        "task.calibration.number_only=true"]))
 
