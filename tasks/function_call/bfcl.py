@@ -53,8 +53,7 @@ def category_of(case_id: str) -> str:
 
 DOCS_STYLES = ("indented", "compact")
 """How the function docs are written as JSON: ``indented`` (four spaces a level, a line per key) or ``compact``
-(one line, no space after a separator). The same docs either way; on a CPU a pass costs its tokens, and the
-compact docs are 0.81 of the indented ones' prompt tokens on SmolLM2's tokenizer (the real fixture)."""
+(one line, no space after a separator): the same docs either way (``task.data.bfcl_docs`` says what each costs)."""
 
 
 def docs_json(functions: list[dict], style: str = "indented") -> str:

@@ -8,6 +8,8 @@ from typing import Optional
 from ao_calib.calibration import StatedConfidenceTaskConfig
 from ao_calib.settings import Checked, at_least, one_of, setting, within
 
+from .bfcl import DOCS_STYLES
+
 
 @dataclass
 class GeneratedDataConfig(Checked):
@@ -90,7 +92,7 @@ class FunctionCallDataConfig(Checked):
         "indented", "data.format=bfcl: how the function docs are written as JSON into the system turn, for training "
         "and every evaluation alike: indented (four spaces a level, a line per key) or compact (one line, no space "
         "after a separator; the same docs in 0.81 of the prompt tokens on SmolLM2's tokenizer, real BFCL cases). "
-        "A model trained on one style is evaluated on the same.", allowed=one_of("indented", "compact"))
+        "A model trained on one style is evaluated on the same.", allowed=one_of(*DOCS_STYLES))
     extra_test_samples: Optional[int] = setting(None, "Rows of the extra held-out set scored; null: all of it, else "
                                                 "a sample drawn with eval.seed.", allowed=at_least(1))
     generate: GeneratedDataConfig = setting(factory=GeneratedDataConfig, help="The offline generator.")
