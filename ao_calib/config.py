@@ -187,6 +187,7 @@ class ConfidenceDecoding(str, Enum):
 
     most_likely = "most_likely"  # greedy, as every other token
     expected = "expected"  # the task's scale number nearest the mean of the model's distribution over the scale
+    mean = "mean"  # that mean itself, rounded to a whole number
 
 
 @dataclass
@@ -226,8 +227,9 @@ class EvalConfig(Checked):
         ConfidenceDecoding.most_likely, "(Tasks that state a confidence, greedy evaluation) The number in the tag. "
         "most_likely: greedy, as every other token. expected: the number of the task's scale (the oracle: "
         "task.sft_confidences) nearest the mean of the model's own distribution over it, the statement the "
-        "calibration reward's squared penalty expects to charge least (ao_calib.calibration.decoding); the answer "
-        "after it stays greedy.")
+        "calibration reward's squared penalty expects to charge least (ao_calib.calibration.decoding); mean: that "
+        "mean itself, rounded to a whole number 0-100 (no rounding to the scale's steps, no ties between the rows of "
+        "one scale number). The answer after the number stays greedy.")
 
 
 @dataclass
@@ -507,7 +509,8 @@ def check_confidence_loss(cfg) -> None:
 
 
 def check_confidence_decoding(cfg) -> None:
-    """``eval.confidence_decoding=expected`` replaces a greedy choice; with a sampled evaluation there is none."""
+    """``eval.confidence_decoding=expected`` (or ``mean``) replaces a greedy choice; with a sampled evaluation there
+    is none."""
     from omegaconf import OmegaConf
 
     refuse_expected_number_when_sampled(OmegaConf.select(cfg, "eval.confidence_decoding", default=None),
@@ -517,8 +520,9 @@ def check_confidence_decoding(cfg) -> None:
 def refuse_expected_number_when_sampled(decoding, temperature: float | None, prefix: str = "") -> None:
     """The refusal behind ``check_confidence_decoding``, also for ``ao_calib.eval``'s own options (``prefix``:
     how the keys are spelt there)."""
-    if decoding == ConfidenceDecoding.expected and temperature:
-        raise AOCalibError(f"{prefix}confidence_decoding=expected cannot run with {prefix}temperature={temperature}: "
+    if decoding in (ConfidenceDecoding.expected, ConfidenceDecoding.mean) and temperature:
+        raise AOCalibError(f"{prefix}confidence_decoding={ConfidenceDecoding(decoding).value} cannot run with "
+                           f"{prefix}temperature={temperature}: "
                            "it states the mean of the number's distribution in a greedy evaluation; a sampled one "
                            f"draws the number (set {prefix}temperature=0 or {prefix}confidence_decoding=most_likely)")
 

@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
 from ao_calib.calibration.metrics import (auroc, aurc, calibration_report, confidence_histogram, correlation,
-                                          expected_calibration_error, murphy_decomposition,
+                                          ece_floor, expected_calibration_error, murphy_decomposition,
                                           plot_reliability_diagram, plot_risk_coverage, risk_coverage,
                                           selective_accuracy)
 
@@ -33,6 +33,23 @@ def test_constant_confidence_has_no_resolution_and_ranks_at_chance():
     # every coverage keeps rows at random: the error rate everywhere, and as the area
     assert report["aurc"] == pytest.approx(0.2)
     assert report["selective_accuracy@50"] == pytest.approx(0.8)
+
+
+def test_ece_floor_is_the_ece_of_outcomes_drawn_from_the_confidences_themselves():
+    """Against exact expectations: one bin of n rows stated at p has E|Binomial(n, p)/n - p| (the binomial's
+    mean absolute deviation over n); rows stated at 0 or 1 add nothing; bins add up by their weights."""
+    def exact(n, p):
+        return sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) * abs(k / n - p) for k in range(n + 1))
+
+    assert ece_floor([1.0] * 50 + [0.0] * 50) == 0.0
+    assert exact(2, 0.5) == 0.25
+    assert ece_floor([0.5, 0.5], draws=2000) == pytest.approx(0.25, abs=0.02)
+    assert ece_floor([0.7] * 300, draws=2000) == pytest.approx(exact(300, 0.7), abs=0.002)
+    # two bins (0.25 and 0.95), 100 rows each: half of each bin's expected deviation
+    mixed = ece_floor([0.25] * 100 + [0.95] * 100, draws=2000)
+    assert mixed == pytest.approx((exact(100, 0.25) + exact(100, 0.95)) / 2, abs=0.002)
+    assert ece_floor([0.7] * 300) == ece_floor([0.7] * 300)  # seeded: a report is reproducible
+    assert calibration_report([0.7] * 300, [1.0] * 210 + [0.0] * 90)["ece_floor"] == ece_floor([0.7] * 300)
 
 
 def test_perfect_separation_and_hand_made_figures():

@@ -28,15 +28,36 @@ def logits_for(plan: ExpectedNumber, width: int, mass: dict[int, float]) -> torc
 def test_the_stated_number_is_the_scale_number_nearest_the_mean_not_the_most_likely(tiny_tokenizer):
     plan = ExpectedNumber(tiny_tokenizer, SCALE)
     assert [tiny_tokenizer.decode([t]) for t in plan.first_ids] == [f" {n}" for n in SCALE]
-    assert plan.rest == [[]] * len(SCALE)  # " 50" is one token on the tiny tokenizer
+    assert all(len(plan.tokens[n]) == 1 for n in SCALE)  # " 50" is one token on the tiny tokenizer
     width = len(tiny_tokenizer)
-    assert SCALE[plan.choose(logits_for(plan, width, {50: 0.6, 100: 0.4}))] == 70  # the mode would be 50
-    assert SCALE[plan.choose(logits_for(plan, width, {20: 0.5, 100: 0.5}))] == 60
-    assert SCALE[plan.choose(logits_for(plan, width, {50: 0.5, 100: 0.5}))] == 70  # 75: a tie goes to the lower
+    assert plan.choose(logits_for(plan, width, {50: 0.6, 100: 0.4})) == 70  # the mode would be 50
+    assert plan.choose(logits_for(plan, width, {20: 0.5, 100: 0.5})) == 60
+    assert plan.choose(logits_for(plan, width, {50: 0.5, 100: 0.5})) == 70  # 75: a tie goes to the lower
     # mass on tokens that begin no scale number is left out: the mean is over the scale alone
     other = logits_for(plan, width, {0: 0.2, 100: 0.2})
     other[tiny_tokenizer.encode(" 45", add_special_tokens=False)[0]] = 5.0
-    assert SCALE[plan.choose(other)] == 50
+    assert plan.choose(other) == 50
+
+
+def test_mean_states_the_mean_itself_rounded_to_a_whole_number(tiny_tokenizer, smollm2_tokenizer):
+    """``eval.confidence_decoding=mean``: the same mean, not snapped to the scale; every whole number 0-100 is
+    written with its own tokens, read back by the tag's parser."""
+    from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
+
+    for tokenizer in (tiny_tokenizer, smollm2_tokenizer):
+        plan = ExpectedNumber(tokenizer, SCALE, exact=True)
+        width = len(tokenizer)
+        assert plan.choose(logits_for(plan, width, {50: 0.6, 100: 0.4})) == 70
+        assert plan.choose(logits_for(plan, width, {50: 0.5, 100: 0.5})) == 75  # expected would say 70
+        assert plan.choose(logits_for(plan, width, {60: 0.7, 70: 0.3})) == 63  # expected would say 60
+        assert plan.choose(logits_for(plan, width, {0: 0.993, 100: 0.007})) == 1  # 0.7, to the nearest
+        assert plan.choose(logits_for(plan, width, {0: 0.996, 100: 0.004})) == 0
+        assert sorted(plan.tokens) == list(range(101))
+        for number in (0, 7, 63, 75, 100):
+            text = tokenizer.decode(plan.prefix + plan.tokens[number]) + "] Yes"
+            assert parse_epistemic_status(text).confidence == number
+            assert text.strip() == format_epistemic_status(number, "Yes").strip()
+    assert ExpectedNumber(tiny_tokenizer, SCALE).tokens.keys() == set(SCALE)  # expected: the scale's alone
 
 
 def test_a_number_of_several_tokens_is_forced_whole_and_rows_without_the_tag_are_left_alone(smollm2_tokenizer):
@@ -45,7 +66,7 @@ def test_a_number_of_several_tokens_is_forced_whole_and_rows_without_the_tag_are
     plan = ExpectedNumber(tokenizer, SCALE)
     digit = {d: tokenizer.encode(d, add_special_tokens=False)[0] for d in "0123456789"}
     assert plan.first_ids == [digit[str(n)[0]] for n in SCALE]
-    assert plan.rest[SCALE.index(100)] == [digit["0"], digit["0"]] and plan.rest[SCALE.index(50)] == [digit["0"]]
+    assert plan.tokens[100] == [digit["1"], digit["0"], digit["0"]] and plan.tokens[50] == [digit["5"], digit["0"]]
     prompt = tokenizer.encode("Is it?", add_special_tokens=False)
     untagged = tokenizer.encode("There is no tag in this answer at all, none whatsoever", add_special_tokens=False)
     rows = [prompt + plan.prefix, prompt + untagged[: len(plan.prefix)]]
@@ -105,7 +126,7 @@ def test_generate_states_the_models_mean_number_then_continues_greedily(offline_
     mask = torch.cat([batch["attention_mask"], torch.ones_like(generated[:, :n])], 1)
     with torch.no_grad():
         logits = model(input_ids=opened, attention_mask=mask).logits[:, -1]
-    chosen = [plan.first_ids[plan.choose(row)] for row in logits]
+    chosen = [plan.tokens[plan.choose(row)][0] for row in logits]
     assert generated[:, n].tolist() == chosen
     modes = [plan.first_ids[int(row[plan.first_ids].argmax())] for row in logits]
     assert chosen != modes  # on these rows the mean and the mode part: greedy alone would state another number
@@ -118,9 +139,12 @@ def test_generate_states_the_models_mean_number_then_continues_greedily(offline_
 def test_refused_at_start_up_by_key_with_a_sampled_evaluation_or_a_task_without_a_scale(tmp_path, tiny_tokenizer):
     with pytest.raises(AOCalibError, match=r"eval.confidence_decoding=expected cannot run with eval.temperature=0.7"):
         compose_run_config(["experiment=quickstart", "eval.temperature=0.7"])
+    with pytest.raises(AOCalibError, match=r"eval.confidence_decoding=mean cannot run with eval.temperature=0.7"):
+        compose_run_config(["experiment=quickstart", "eval.temperature=0.7", "eval.confidence_decoding=mean"])
     oracle = build_task(compose_run_config(["experiment=quickstart"]))
     assert expected_number_plan(oracle, tiny_tokenizer, "most_likely") is None
     assert expected_number_plan(oracle, tiny_tokenizer, "expected").first_ids
+    assert expected_number_plan(oracle, tiny_tokenizer, "mean").exact
     calls = build_task(compose_run_config(["experiment=function_call_demo"]))
     with pytest.raises(AOCalibError, match="task function_call names no scale"):
         expected_number_plan(calls, tiny_tokenizer, "expected")

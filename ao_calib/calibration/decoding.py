@@ -1,5 +1,6 @@
-"""``eval.confidence_decoding=expected``: greedy evaluation that states, in the tag, the number of the task's scale
-nearest the mean of the model's own distribution over that scale, instead of the most likely number.
+"""``eval.confidence_decoding=expected`` (or ``mean``): greedy evaluation that states, in the tag, the number of the
+task's scale nearest the mean of the model's own distribution over that scale (``mean``: that mean itself, rounded to
+a whole number), instead of the most likely number.
 
 The calibration reward charges a stated confidence with ``λ·(conf − informativeness)²``; under the model's own
 belief about the number, the statement with the least expected penalty is that belief's mean (the Bayes act of a
@@ -14,6 +15,10 @@ How: a logits processor in ``model.generate``. Once a row's generated text ends 
 number nearest the mean of the softmax over the scale's first tokens (renormalised: mass on tokens that begin no
 scale number is left out), then the number's remaining tokens (``100`` is three digits on SmolLM2); the rest of the
 answer is greedy as before, conditioned on the stated number. Rows that never write the tag are left alone.
+
+``mean`` states the mean itself (rounded to a whole number 0-100, written with the tokens the tokenizer gives it):
+snapped to a scale of steps of 10, a mean of 0.66 is stated as 0.7, up to half a step of error on every row, and the
+rows of one scale number are tied for every ranking the number is scored by.
 """
 
 from __future__ import annotations
@@ -28,46 +33,47 @@ from ao_calib.calibration.contract import (
 )
 from ao_calib.errors import AOCalibError
 
-SETTING = "eval.confidence_decoding=expected"
-
 
 class ExpectedNumber:
-    """The token plan of a scale of numbers (0-100) in the tag: the tag's opening tokens, and for each number its
-    first token (one per number, checked) and the tokens that follow it within the number."""
+    """The token plan of a scale of numbers (0-100) in the tag: the tag's opening tokens, for each scale number its
+    first token (one per number, checked), and the tokens of every number the plan may state: the scale's, or with
+    ``exact`` every whole number 0-100."""
 
-    def __init__(self, tokenizer, scale) -> None:
+    def __init__(self, tokenizer, scale, exact: bool = False) -> None:
         scale = sorted({int(n) for n in scale})
+        setting = "eval.confidence_decoding=" + ("mean" if exact else "expected")
         if not scale:
-            raise AOCalibError(f"{SETTING} needs the numbers the task teaches its model to state; this task gives none")
-        first = number_tokens(tokenizer, scale, setting=SETTING)
+            raise AOCalibError(f"{setting} needs the numbers the task teaches its model to state; this task gives none")
+        first = number_tokens(tokenizer, scale, setting=setting)
+        self.setting = setting
+        self.exact = exact
         self.prefix = tokenizer(first.prefix, add_special_tokens=False)["input_ids"]
         self.numbers = torch.tensor([float(number) for number in scale])
-        self.first_ids: list[int] = []
-        self.rest: list[list[int]] = []  # per scale number, its tokens after the first one
-        for number in scale:
-            ids = self._number_ids(tokenizer, number)
-            self.first_ids.append(ids[0])
-            self.rest.append(ids[1:])
+        # per number that may be stated, its tokens; the scale's first tokens are where the mean is read from
+        self.tokens = {number: self._number_ids(tokenizer, number) for number in (range(101) if exact else scale)}
+        self.first_ids: list[int] = [self.tokens[number][0] for number in scale]
 
     def _number_ids(self, tokenizer, number: int) -> list[int]:
         """The tokens that write ``number`` in its tag, checked to follow the tag's opening as ``prefix`` has it."""
         tag = format_epistemic_status(number, "Yes")
         encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
         start, end = confidence_span(tag)
-        ids = [token for token, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if a < end and b > start]
+        ids = [token for token, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if a < end + self.exact and b > start]
         opening = [token for token, (_, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if b <= start]
         if opening != self.prefix:
-            raise AOCalibError(f"{SETTING}: this tokenizer writes the tag of {number} with another opening than "
+            raise AOCalibError(f"{self.setting}: this tokenizer writes the tag of {number} with another opening than "
                                f"the other numbers' ({tokenizer.decode(opening)!r}); the number's place cannot be "
                                "found from the text before it")
         return ids
 
     def choose(self, logits: torch.Tensor) -> int:
-        """The index into the scale of the number nearest the mean of ``logits``' softmax over its first tokens
-        (a tie goes to the lower number)."""
+        """The number to state: the mean of ``logits``' softmax over the scale's first tokens, rounded to a whole
+        number (``exact``) or to the scale's nearest number (a tie goes to the lower one)."""
         p = logits[self.first_ids].float().softmax(-1)
         mean = float(p @ self.numbers)
-        return int((self.numbers - mean).abs().argmin())
+        if self.exact:
+            return min(100, max(0, int(mean + 0.5)))
+        return int(self.numbers[int((self.numbers - mean).abs().argmin())])
 
     def processor(self, prompt_length: int, rows: int) -> LogitsProcessor:
         """A fresh processor for one ``generate`` call on ``rows`` left-padded prompts of ``prompt_length``."""
@@ -89,8 +95,7 @@ class _ExpectedNumberProcessor(LogitsProcessor):
             at_number = (generated[:, -width:].cpu() == self.prefix).all(1)
         for row in range(scores.shape[0]):
             if self.pending[row] is None and at_number[row]:
-                choice = self.plan.choose(scores[row])
-                self.pending[row] = [self.plan.first_ids[choice], *self.plan.rest[choice]]
+                self.pending[row] = list(self.plan.tokens[self.plan.choose(scores[row])])
             if self.pending[row]:
                 token = self.pending[row].pop(0)
                 forced = torch.full_like(scores[row], -float("inf"))
@@ -102,10 +107,12 @@ class _ExpectedNumberProcessor(LogitsProcessor):
 def expected_number_plan(task, tokenizer, decoding) -> ExpectedNumber | None:
     """The plan ``eval.confidence_decoding`` asks of ``task`` (None for ``most_likely``); refused, by key, for a
     task that names no scale of numbers. Built at start-up too, before the model loads."""
-    if decoding != "expected":  # a str enum member equals its value
+    decoding = getattr(decoding, "value", decoding)  # a str enum member, or its value
+    if decoding not in ("expected", "mean"):
         return None
     scale = task.confidence_scale()
     if not scale:
-        raise AOCalibError(f"{SETTING}: task {task.name} names no scale of numbers its model is taught to state in "
-                           "the tag (Task.confidence_scale): set eval.confidence_decoding=most_likely")
-    return ExpectedNumber(tokenizer, scale)
+        raise AOCalibError(f"eval.confidence_decoding={decoding}: task {task.name} names no scale of numbers its "
+                           "model is taught to state in the tag (Task.confidence_scale): set "
+                           "eval.confidence_decoding=most_likely")
+    return ExpectedNumber(tokenizer, scale, exact=decoding == "mean")

@@ -66,8 +66,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     rows = held_out_rows(data.test, num_samples, seed)
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
               "decoding": ("greedy" if not temperature else f"sampled, temperature {temperature}, seed {seed}")
-              + ("; the tag's number: the mean over its scale (eval.confidence_decoding=expected)" if number_plan
-                 else "")}
+              + (f"; the tag's number: the mean over its scale ({number_plan.setting})" if number_plan else "")}
     steered = data.steering is not None
     for variant in ["main", *data.conditions]:
         name = tag if variant == "main" else f"{tag}_{variant}"
