@@ -53,8 +53,9 @@ def test_mean_states_the_mean_itself_rounded_to_a_whole_number(tiny_tokenizer, s
         assert plan.choose(logits_for(plan, width, {0: 0.993, 100: 0.007})) == 1  # 0.7, to the nearest
         assert plan.choose(logits_for(plan, width, {0: 0.996, 100: 0.004})) == 0
         assert sorted(plan.tokens) == list(range(101))
-        for number in (0, 7, 63, 75, 100):
-            text = tokenizer.decode(plan.prefix + plan.tokens[number]) + "] Yes"
+        for number in (0, 7, 63, 75, 100):  # the number, then the tag's bracket, forced
+            assert tokenizer.decode(plan.tokens[number][-1:]) == "]"
+            text = tokenizer.decode(plan.prefix + plan.tokens[number]) + " Yes"
             assert parse_epistemic_status(text).confidence == number
             assert text.strip() == format_epistemic_status(number, "Yes").strip()
     assert ExpectedNumber(tiny_tokenizer, SCALE).tokens.keys() == set(SCALE)  # expected: the scale's alone

@@ -16,7 +16,8 @@ number nearest the mean of the softmax over the scale's first tokens (renormalis
 scale number is left out), then the number's remaining tokens (``100`` is three digits on SmolLM2); the rest of the
 answer is greedy as before, conditioned on the stated number. Rows that never write the tag are left alone.
 
-``mean`` states the mean itself (rounded to a whole number 0-100, written with the tokens the tokenizer gives it):
+``mean`` states the mean itself (rounded to a whole number 0-100, written with the tokens the tokenizer gives it,
+then the tag's closing bracket):
 snapped to a scale of steps of 10, a mean of 0.66 is stated as 0.7, up to half a step of error on every row, and the
 rows of one scale number are tied for every ranking the number is scored by.
 """
@@ -54,17 +55,22 @@ class ExpectedNumber:
         self.first_ids: list[int] = [self.tokens[number][0] for number in scale]
 
     def _number_ids(self, tokenizer, number: int) -> list[int]:
-        """The tokens that write ``number`` in its tag, checked to follow the tag's opening as ``prefix`` has it."""
+        """The tokens that write ``number`` in its tag, checked to follow the tag's opening as ``prefix`` has it.
+        With ``exact`` the tag's closing bracket too, where a token of its own writes it: most whole numbers are
+        ones the model was never taught to state, and after one the tiny oracle went on without the bracket
+        (``[epistemic status: 63 Yes``), a tag whose answer nothing reads as the oracle's."""
         tag = format_epistemic_status(number, "Yes")
         encoded = tokenizer(tag, add_special_tokens=False, return_offsets_mapping=True)
+        spans = list(zip(encoded["input_ids"], encoded["offset_mapping"]))
         start, end = confidence_span(tag)
-        ids = [token for token, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if a < end + self.exact and b > start]
-        opening = [token for token, (_, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if b <= start]
+        ids = [token for token, (a, b) in spans if a < end and b > start]
+        bracket = [token for token, (a, b) in spans if (a, b) == (end, end + 1) and tag[a] == "]"]
+        opening = [token for token, (_, b) in spans if b <= start]
         if opening != self.prefix:
             raise AOCalibError(f"{self.setting}: this tokenizer writes the tag of {number} with another opening than "
                                f"the other numbers' ({tokenizer.decode(opening)!r}); the number's place cannot be "
                                "found from the text before it")
-        return ids
+        return ids + bracket if self.exact else ids
 
     def choose(self, logits: torch.Tensor) -> int:
         """The number to state: the mean of ``logits``' softmax over the scale's first tokens, rounded to a whole
