@@ -121,6 +121,11 @@ def test_oracle_pipeline_run_directory(tmp_path):
     scale = set(OmegaConf.load(out / "config.yaml").task.sft_confidences)
     assert all(r["scores"]["confidence"] is None or round(100 * r["scores"]["confidence"]) in scale
                for r in read_jsonl(out / "eval_predictions_cli.jsonl"))
+    # ... or as that mean itself (eval.confidence_decoding=mean): a whole number, and every tag opened is closed
+    assert_ok(run_cli("ao_calib.eval", f"run_dir={out}", "num_samples=4", "tag=cli_mean", "confidence_decoding=mean"))
+    assert "eval.confidence_decoding=mean" in json.loads((out / "eval_cli_mean.json").read_text())["decoding"]
+    assert all(r["scores"]["confidence"] is not None for r in read_jsonl(out / "eval_predictions_cli_mean.jsonl")
+               if "[epistemic status:" in r["completion"])
 
     # A second run (a sweep job, a rerun) reads every activation from the cache instead of the model.
     again = tmp_path / "again"
