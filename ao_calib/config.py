@@ -228,8 +228,8 @@ class EvalConfig(Checked):
         "most_likely: greedy, as every other token. expected: the number of the task's scale (the oracle: "
         "task.sft_confidences) nearest the mean of the model's own distribution over it, the statement the "
         "calibration reward's squared penalty expects to charge least (ao_calib.calibration.decoding); mean: that "
-        "mean itself, rounded to a whole number 0-100 (no rounding to the scale's steps, no ties between the rows of "
-        "one scale number). The answer after the number stays greedy.")
+        "mean itself, rounded to a whole number 0-100 (no rounding to the scale's steps of 10, fewer rows tied). The "
+        "answer after the number stays greedy.")
 
 
 @dataclass

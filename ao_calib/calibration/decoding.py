@@ -16,10 +16,9 @@ number nearest the mean of the softmax over the scale's first tokens (renormalis
 scale number is left out), then the number's remaining tokens (``100`` is three digits on SmolLM2); the rest of the
 answer is greedy as before, conditioned on the stated number. Rows that never write the tag are left alone.
 
-``mean`` states the mean itself (rounded to a whole number 0-100, written with the tokens the tokenizer gives it,
-then the tag's closing bracket):
-snapped to a scale of steps of 10, a mean of 0.66 is stated as 0.7, up to half a step of error on every row, and the
-rows of one scale number are tied for every ranking the number is scored by.
+``mean`` states the mean itself, rounded to a whole number 0-100 and written with the tokens the tokenizer gives it,
+then the tag's closing bracket. Snapped to a scale of steps of 10, a mean of 0.66 is stated as 0.7 (up to half a step
+of error on every row), and all the rows of one scale number are tied for every ranking the number is scored by.
 """
 
 from __future__ import annotations
