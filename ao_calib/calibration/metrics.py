@@ -110,15 +110,9 @@ def ece_floor(confidences: Sequence[float], n_bins: int = 10, draws: int = 200, 
     conf, _ = _arrays(confidences, np.zeros(len(confidences)))
     if not conf.size:
         return float("nan")
-    index = equal_width_index(conf, n_bins)
-    counts = np.bincount(index, minlength=n_bins)
-    mean_conf = np.bincount(index, weights=conf, minlength=n_bins) / np.maximum(counts, 1)
     rng = np.random.default_rng(seed)
-    total = 0.0
-    for _ in range(draws):
-        hits = np.bincount(index, weights=(rng.random(conf.size) < conf).astype(float), minlength=n_bins)
-        total += float(np.sum(np.abs(hits - counts * mean_conf))) / conf.size
-    return total / draws
+    return float(np.mean([expected_calibration_error(conf, (rng.random(conf.size) < conf).astype(float), n_bins)
+                          for _ in range(draws)]))
 
 
 def max_calibration_error(confidences: Sequence[float], correct: Sequence[float], n_bins: int = 10) -> float:
