@@ -16,6 +16,12 @@ evaluation) or from ``bench.oracle_baselines``' JSON (``RUN:PREDICTIONS:BASELINE
 
     python -m bench.oracle_bed_ceiling RUN/eval_predictions.jsonl W_s1/eval_predictions_test.jsonl:W_base_s1.json
 
+``--segments`` also prints, per file, where the number's lead over the answer probability comes from: for each
+segment of rows (the question's kind, and whether the prompt states its fact), its rows, accuracy, mean number and
+mean answer probability (Platt-scaled where the rows carry it, else raw: ``baselines.logprob``), and the AUROC of
+each inside the segment; and the AUROC of the segment's own hit rate given to every row of it (a confidence that
+knows each row's kind and readability and nothing else; fitted on the same rows, so a reference, not a baseline).
+
 ``--draws N --config RUN/config.yaml`` also counts the unstated rows of the held-out split the generator draws for
 seeds 0..N-1 with that run's generator settings: how far one seed's split sits from the bed's mean.
 """
@@ -74,6 +80,44 @@ def bed_ceiling(rows: list[dict], platt: list[float] | None = None) -> BedCeilin
         readable_auroc_platt=None if platt is None else auroc(platt, stated))
 
 
+@dataclass(frozen=True)
+class Segment:
+    kind: str
+    readable: bool
+    rows: int
+    accuracy: float
+    mean_number: float
+    mean_answer_probability: float
+    auroc_number: float  # inside the segment; NaN when its rows are all right or all wrong
+    auroc_answer_probability: float
+
+
+def segments(rows: list[dict], answer_probability: list[float]) -> tuple[list[Segment], float]:
+    """Each (kind, readable) segment of ``rows`` (``own`` rows with ``kind``, ``readable`` and the scores), and the
+    AUROC over all rows of the segment rule: every row confident at its segment's hit rate."""
+    correct = np.array([float(r["scores"]["correct"]) for r in rows])
+    number = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
+                       for r in rows])
+    answer = np.asarray(answer_probability, dtype=float)
+    keys = [(str(r.get("kind")), bool(r["readable"])) for r in rows]
+    out, rule = [], np.zeros(len(rows))
+    for key in sorted(set(keys)):
+        inside = np.array([k == key for k in keys])
+        rule[inside] = correct[inside].mean()
+        out.append(Segment(key[0], key[1], int(inside.sum()), float(correct[inside].mean()),
+                           float(number[inside].mean()), float(answer[inside].mean()),
+                           auroc(number[inside], correct[inside]), auroc(answer[inside], correct[inside])))
+    return out, auroc(rule, correct)
+
+
+def _answer_probability(rows: list[dict], platt: list[float] | None) -> tuple[list[float] | None, str]:
+    """The Platt-scaled answer probability where there is one, else the raw one from the rows; and which."""
+    if platt is not None:
+        return platt, "Platt-scaled"
+    raw = [(r.get("baselines") or {}).get("logprob") for r in rows]
+    return (None, "none") if any(v is None for v in raw) else (raw, "raw")
+
+
 def _platt(rows: list[dict], baselines: Path | None) -> list[float] | None:
     """The Platt-scaled answer probability per row: from bench.oracle_baselines' JSON (matched by prompt and
     question), else from the rows' own ``baselines.logprob_platt``; None when neither has it."""
@@ -110,20 +154,41 @@ def main(argv: list[str] | None = None) -> None:
                         help="eval_predictions*.jsonl files, each optionally :BASELINES.json (bench.oracle_baselines)")
     parser.add_argument("--draws", type=int, default=0, help="also count the unstated held-out rows of seeds 0..N-1")
     parser.add_argument("--config", type=Path, help="a run's config.yaml: the generator settings for --draws")
+    parser.add_argument("--segments", action="store_true",
+                        help="also the number against the answer probability per (kind, readable) segment")
     args = parser.parse_args(argv)
     print("| predictions | rows | unstated | accuracy ceiling | accuracy | stated / unstated | AUROC: readability alone "
           "| AUROC ceiling | oracle AUROC | Platt AUROC | ceiling - Platt | stated vs unstated: number / Platt |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    tables = []
     for spec in args.predictions:
         path, _, baselines = spec.partition(":")
         rows = [r for _, r in read_jsonl(path, "predictions file") if r.get("condition", "own") == "own"]
-        c = bed_ceiling(rows, _platt(rows, Path(baselines) if baselines else None))
+        platt = _platt(rows, Path(baselines) if baselines else None)
+        c = bed_ceiling(rows, platt)
+        if args.segments:
+            tables.append((path, rows, *_answer_probability(rows, platt)))
         gap = None if c.auroc_platt is None else c.auroc_ceiling - c.auroc_platt
         print(f"| {path} | {c.rows} | {c.unstated} | {c.accuracy_ceiling:.3f} | {c.accuracy:.3f} | "
               f"{c.accuracy_stated:.3f} / {c.accuracy_unstated:.3f} | {c.auroc_readability:.3f} | "
               f"{c.auroc_ceiling:.3f} | {c.auroc_oracle:.3f} | {_fmt(c.auroc_platt)} | "
               f"{'-' if gap is None else f'{gap:+.3f}'} | {c.readable_auroc_oracle:.3f} / "
               f"{_fmt(c.readable_auroc_platt)} |")
+    for path, rows, answer, which in tables:
+        if answer is None:
+            print(f"\n{path}: no answer probability in the rows (baselines.logprob or logprob_platt); no segments")
+            continue
+        table, rule = segments(rows, answer)
+        c = bed_ceiling(rows)
+        correct = [r["scores"]["correct"] for r in rows]
+        print(f"\n{path}: by segment (answer probability {which}); AUROC over all rows: the number's "
+              f"{c.auroc_oracle:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}")
+        print("| kind | stated | rows | accuracy | mean number | mean answer probability | AUROC inside: number | "
+              "answer probability |")
+        print("|---|---|---|---|---|---|---|---|")
+        for g in table:
+            print(f"| {g.kind} | {'yes' if g.readable else 'no'} | {g.rows} | {g.accuracy:.3f} | {g.mean_number:.3f} | "
+                  f"{g.mean_answer_probability:.3f} | {g.auroc_number:.3f} | {g.auroc_answer_probability:.3f} |")
     if args.draws:
         if args.config is None:
             parser.error("--draws needs --config RUN/config.yaml")

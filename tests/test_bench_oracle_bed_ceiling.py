@@ -1,10 +1,11 @@
 """bench.oracle_bed_ceiling: the bed's ceilings against a hand computation."""
 
 import json
+import math
 
 import pytest
 
-from bench.oracle_bed_ceiling import bed_ceiling, main
+from bench.oracle_bed_ceiling import bed_ceiling, main, segments
 
 
 def _row(readable, correct, confidence, platt=None):
@@ -51,3 +52,29 @@ def test_command_reads_platt_from_the_rows(tmp_path, capsys):
     main([str(path)])
     line = capsys.readouterr().out.splitlines()[2]
     assert "| 6 | 2 | 0.833 | 0.667 | 0.750 / 0.500 | 0.625 | 0.938 | 0.625 | 0.500 | +0.438 | 0.875 / 1.000 |" in line
+
+
+def test_segments_by_hand(tmp_path, capsys):
+    # ROWS with kinds: the stated rows split into two mood rows (right 1.0, wrong 0.6) and two city rows (right 0.9
+    # and 0.5), the unstated rows are mood rows
+    kinds = ["mood", "city", "city", "mood", "mood", "mood"]
+    rows = [dict(r, kind=k, baselines={"logprob": p}) for r, k, p in zip(ROWS, kinds, [0.9, 0.8, 0.7, 0.95, 0.6, 0.55])]
+    table, rule = segments(rows, [r["baselines"]["logprob"] for r in rows])
+    by_key = {(g.kind, g.readable): g for g in table}
+    assert sorted(by_key) == [("city", True), ("mood", False), ("mood", True)]
+    stated_mood = by_key[("mood", True)]
+    assert (stated_mood.rows, stated_mood.accuracy) == (2, 0.5)
+    assert (stated_mood.mean_number, stated_mood.mean_answer_probability) == pytest.approx((0.8, 0.925))
+    # inside: the right row's number 1.0 beats the wrong one's 0.6; its answer probability 0.9 loses to 0.95
+    assert (stated_mood.auroc_number, stated_mood.auroc_answer_probability) == (1.0, 0.0)
+    assert math.isnan(by_key[("city", True)].auroc_number)  # both city rows right
+    assert by_key[("mood", False)].auroc_number == 0.5  # a tie
+    # the segment rule: city rows at 1.0, the others at 0.5; right (1, 1, 0.5, 0.5) against wrong (0.5, 0.5):
+    # 2 + 2 + 0.5 + 0.5 + 0.5 + 0.5 = 6 of 8
+    assert rule == pytest.approx(6 / 8)
+    path = tmp_path / "eval_predictions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main([str(path), "--segments"])
+    out = capsys.readouterr().out
+    assert "answer probability raw" in out
+    assert "| mood | yes | 2 | 0.500 | 0.800 | 0.925 | 1.000 | 0.000 |" in out
