@@ -19,8 +19,10 @@ evaluation) or from ``bench.oracle_baselines``' JSON (``RUN:PREDICTIONS:BASELINE
 ``--segments`` also prints, per file, where the number's lead over the answer probability comes from: for each
 segment of rows (the question's kind, and whether the prompt states its fact), its rows, accuracy, mean number and
 mean answer probability (Platt-scaled where the rows carry it, else raw: ``baselines.logprob``), and the AUROC of
-each inside the segment; and the AUROC of the segment's own hit rate given to every row of it (a confidence that
-knows each row's kind and readability and nothing else; fitted on the same rows, so a reference, not a baseline).
+each inside the segment; and two references fitted on the same rows (so not baselines): the AUROC of the segment
+rule (every row at its segment's hit rate: a confidence that knows each row's kind and readability and nothing
+else), and of that rule with its ties broken by the answer probability (what a number reaches that knows
+readability and ranks inside each segment as the answer probability does).
 
 ``--draws N --config RUN/config.yaml`` also counts the unstated rows of the held-out split the generator draws for
 seeds 0..N-1 with that run's generator settings: how far one seed's split sits from the bed's mean.
@@ -92,9 +94,10 @@ class Segment:
     auroc_answer_probability: float
 
 
-def segments(rows: list[dict], answer_probability: list[float]) -> tuple[list[Segment], float]:
+def segments(rows: list[dict], answer_probability: list[float]) -> tuple[list[Segment], float, float]:
     """Each (kind, readable) segment of ``rows`` (``own`` rows with ``kind``, ``readable`` and the scores), and the
-    AUROC over all rows of the segment rule: every row confident at its segment's hit rate."""
+    AUROC over all rows of the segment rule (every row confident at its segment's hit rate), then of that rule
+    with its ties broken by the answer probability."""
     correct = np.array([float(r["scores"]["correct"]) for r in rows])
     number = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
                        for r in rows])
@@ -107,7 +110,12 @@ def segments(rows: list[dict], answer_probability: list[float]) -> tuple[list[Se
         out.append(Segment(key[0], key[1], int(inside.sum()), float(correct[inside].mean()),
                            float(number[inside].mean()), float(answer[inside].mean()),
                            auroc(number[inside], correct[inside]), auroc(answer[inside], correct[inside])))
-    return out, auroc(rule, correct)
+    # the rule first, the answer probability inside its ties: each row scored by the rank of its (rule, answer)
+    # pair, scaled into [0, 1]
+    pairs = list(zip(rule.tolist(), answer.tolist()))
+    ordered = sorted(set(pairs))
+    rank = {pair: i / max(1, len(ordered) - 1) for i, pair in enumerate(ordered)}
+    return out, auroc(rule, correct), auroc([rank[pair] for pair in pairs], correct)
 
 
 def _answer_probability(rows: list[dict], platt: list[float] | None) -> tuple[list[float] | None, str]:
@@ -178,11 +186,12 @@ def main(argv: list[str] | None = None) -> None:
         if answer is None:
             print(f"\n{path}: no answer probability in the rows (baselines.logprob or logprob_platt); no segments")
             continue
-        table, rule = segments(rows, answer)
+        table, rule, rule_then_answer = segments(rows, answer)
         c = bed_ceiling(rows)
         correct = [r["scores"]["correct"] for r in rows]
         print(f"\n{path}: by segment (answer probability {which}); AUROC over all rows: the number's "
-              f"{c.auroc_oracle:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}")
+              f"{c.auroc_oracle:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}, "
+              f"the rule then the answer probability {rule_then_answer:.3f}")
         print("| kind | stated | rows | accuracy | mean number | mean answer probability | AUROC inside: number | "
               "answer probability |")
         print("|---|---|---|---|---|---|---|---|")

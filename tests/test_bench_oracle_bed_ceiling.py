@@ -59,7 +59,7 @@ def test_segments_by_hand(tmp_path, capsys):
     # and 0.5), the unstated rows are mood rows
     kinds = ["mood", "city", "city", "mood", "mood", "mood"]
     rows = [dict(r, kind=k, baselines={"logprob": p}) for r, k, p in zip(ROWS, kinds, [0.9, 0.8, 0.7, 0.95, 0.6, 0.55])]
-    table, rule = segments(rows, [r["baselines"]["logprob"] for r in rows])
+    table, rule, rule_then_answer = segments(rows, [r["baselines"]["logprob"] for r in rows])
     by_key = {(g.kind, g.readable): g for g in table}
     assert sorted(by_key) == [("city", True), ("mood", False), ("mood", True)]
     stated_mood = by_key[("mood", True)]
@@ -72,6 +72,12 @@ def test_segments_by_hand(tmp_path, capsys):
     # the segment rule: city rows at 1.0, the others at 0.5; right (1, 1, 0.5, 0.5) against wrong (0.5, 0.5):
     # 2 + 2 + 0.5 + 0.5 + 0.5 + 0.5 = 6 of 8
     assert rule == pytest.approx(6 / 8)
+    # ties broken by the answer probability: city rows first, then the mood rows by 0.95 (wrong) > 0.9 (right) > 0.6
+    # (right) > 0.55 (wrong): right rows 0.9 and 0.6 each beat only the 0.55 row, the city rows beat both wrong ones
+    assert rule_then_answer == pytest.approx(6 / 8)
+    # with the wrong stated mood row's answer probability the lowest, every right row outranks both wrong ones
+    _, _, better = segments(rows, [0.9, 0.8, 0.7, 0.5, 0.6, 0.55])
+    assert better == 1.0
     path = tmp_path / "eval_predictions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     main([str(path), "--segments"])
