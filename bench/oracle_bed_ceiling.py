@@ -175,22 +175,21 @@ def main(argv: list[str] | None = None) -> None:
         platt = _platt(rows, Path(baselines) if baselines else None)
         c = bed_ceiling(rows, platt)
         if args.segments:
-            tables.append((path, rows, *_answer_probability(rows, platt)))
+            tables.append((path, rows, c.auroc_oracle, *_answer_probability(rows, platt)))
         gap = None if c.auroc_platt is None else c.auroc_ceiling - c.auroc_platt
         print(f"| {path} | {c.rows} | {c.unstated} | {c.accuracy_ceiling:.3f} | {c.accuracy:.3f} | "
               f"{c.accuracy_stated:.3f} / {c.accuracy_unstated:.3f} | {c.auroc_readability:.3f} | "
               f"{c.auroc_ceiling:.3f} | {c.auroc_oracle:.3f} | {_fmt(c.auroc_platt)} | "
               f"{'-' if gap is None else f'{gap:+.3f}'} | {c.readable_auroc_oracle:.3f} / "
               f"{_fmt(c.readable_auroc_platt)} |")
-    for path, rows, answer, which in tables:
+    for path, rows, number_auroc, answer, which in tables:
         if answer is None:
             print(f"\n{path}: no answer probability in the rows (baselines.logprob or logprob_platt); no segments")
             continue
         table, rule, rule_then_answer = segments(rows, answer)
-        c = bed_ceiling(rows)
         correct = [r["scores"]["correct"] for r in rows]
         print(f"\n{path}: by segment (answer probability {which}); AUROC over all rows: the number's "
-              f"{c.auroc_oracle:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}, "
+              f"{number_auroc:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}, "
               f"the rule then the answer probability {rule_then_answer:.3f}")
         print("| kind | stated | rows | accuracy | mean number | mean answer probability | AUROC inside: number | "
               "answer probability |")
