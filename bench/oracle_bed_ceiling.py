@@ -57,15 +57,22 @@ class BedCeiling:
     readable_auroc_platt: float | None
 
 
+def _outcomes(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``scores.correct`` and stated number (an untagged row at 0.5, as the calibration metrics score
+    it)."""
+    correct = np.array([float(r["scores"]["correct"]) for r in rows])
+    number = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
+                       for r in rows])
+    return correct, number
+
+
 def bed_ceiling(rows: list[dict], platt: list[float] | None = None) -> BedCeiling:
     """The figures above for one evaluation's ``own`` rows (each with ``readable``, ``scores.correct`` and
     ``scores.confidence``; an untagged row counts at 0.5, as the calibration metrics score it)."""
     if any(r.get("readable") is None for r in rows):
         raise ValueError("every row needs `readable` (a generated bed with task.data.generate.stated_fraction < 1)")
-    correct = np.array([float(r["scores"]["correct"]) for r in rows])
+    correct, confidence = _outcomes(rows)
     readable = np.array([bool(r["readable"]) for r in rows])
-    confidence = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
-                           for r in rows])
     right = correct > 0.5
     readability = np.where(readable, 1.0, 0.5)
     best = np.where(readable, np.where(right, 1.0, 0.0), 0.5)
@@ -98,9 +105,7 @@ def segments(rows: list[dict], answer_probability: list[float]) -> tuple[list[Se
     """Each (kind, readable) segment of ``rows`` (``own`` rows with ``kind``, ``readable`` and the scores), and the
     AUROC over all rows of the segment rule (every row confident at its segment's hit rate), then of that rule
     with its ties broken by the answer probability."""
-    correct = np.array([float(r["scores"]["correct"]) for r in rows])
-    number = np.array([0.5 if r["scores"].get("confidence") is None else float(r["scores"]["confidence"])
-                       for r in rows])
+    correct, number = _outcomes(rows)
     answer = np.asarray(answer_probability, dtype=float)
     keys = [(str(r.get("kind")), bool(r["readable"])) for r in rows]
     out, rule = [], np.zeros(len(rows))
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\n{path}: no answer probability in the rows (baselines.logprob or logprob_platt); no segments")
             continue
         table, rule, rule_then_answer = segments(rows, answer)
-        correct = [r["scores"]["correct"] for r in rows]
+        correct, _ = _outcomes(rows)
         print(f"\n{path}: by segment (answer probability {which}); AUROC over all rows: the number's "
               f"{number_auroc:.3f}, the answer probability's {auroc(answer, correct):.3f}, the segment rule's {rule:.3f}, "
               f"the rule then the answer probability {rule_then_answer:.3f}")
