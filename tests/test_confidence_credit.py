@@ -1,5 +1,5 @@
-"""task.calibration.credit=calibration|group: the tokens of the stated number get a group-normalised calibration term
-as their advantage, every other token keeps TRL's."""
+"""task.calibration.credit=calibration|group|probability: the tokens of the stated number get a group-normalised
+calibration term as their advantage, every other token keeps TRL's."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ao_calib.config import compose_run_config
 from ao_calib.errors import AOCalibError
 from ao_calib.task_api import build_task
 from ao_calib.trainers import build_trainer
-from ao_calib.trainers.credit import calibration_terms, confidence_token_mask, group_normalised
+from ao_calib.trainers.credit import (answer_probability_targets, answer_token_mask, calibration_terms,
+                                     confidence_token_mask, group_normalised)
 
 from test_oracle_grpo import build_setup
 
@@ -92,6 +93,45 @@ def test_calibration_terms_against_own_answer_and_against_the_rest_of_the_group(
         calibration_terms(confidence, informativeness, 3, "sequence")
 
 
+def test_the_groups_chance_from_the_policys_probabilities_by_hand():
+    nan = float("nan")
+    # group 1: answer 7 twice (P 0.6, 0.8; right), answer 9 once (P 0.3; wrong), one completion without an answer
+    # group 2: answer 7 (P 0.9) judged 1 and masked; answer 5 (P 0.5) masked only: seen, but with no score
+    # group 3: nothing with both a probability and a judgment
+    info = torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, nan, nan, 0.5, 1.0, nan, 0.0, 1.0])
+    prob = torch.tensor([0.6, 0.8, 0.3, nan, 0.9, 0.7, 0.5, 0.5, nan, 0.4, 0.2, 0.6])
+    key = torch.tensor([7, 7, 9, -1, 7, 7, 5, 7, 7, 7, -1, -1])
+    got = answer_probability_targets(info, prob, key, 4)
+    first = (0.6 + 0.8) / 2 * 1.0 + 0.3 * 0.0
+    second = (0.9 + 0.7 + 0.5) / 3 * (1.0 + 0.5) / 2  # the masked 0.7 counts in P, not in the score; 5 unscored
+    assert torch.allclose(got[:4], torch.full((4,), first)) and torch.allclose(got[4:8], torch.full((4,), second))
+    assert got[8:].isnan().all()
+    terms = calibration_terms(torch.tensor([0.9, nan, 0.5, 0.7] * 3), info, 4, "probability", prob, key)
+    assert terms[0] == pytest.approx(-(0.9 - first) ** 2) and terms[1].isnan()
+    over = answer_probability_targets(torch.ones(2), torch.tensor([0.9, 0.8]), torch.tensor([1, 2]), 2)
+    assert torch.equal(over, torch.ones(2))  # two right answers at 0.9 and 0.8 after different tags: clipped to 1
+    with pytest.raises(ValueError, match="probability"):
+        calibration_terms(torch.ones(2), torch.ones(2), 2, "probability")
+
+
+def test_the_answer_mask_covers_what_follows_the_tag():
+    cfg = compose_run_config(["experiment=oracle_tiny"])
+    tokenizer = models.load_tokenizer(models.model_source(cfg.model, cfg.paths.cache_dir))
+    texts = ["[epistemic status: 85] Yes", "[epistemic status: 7]No", "Yes", "[epistemic status: 90]  "]
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    width = max(map(len, rows)) + 2
+    ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+    keep = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    mask = answer_token_mask(tokenizer, ids, keep)
+    for row, answer in enumerate(["Yes", "No", None, None]):
+        chosen = ids[row][mask[row].bool()].tolist()
+        if answer is None:  # no tag, or nothing after it
+            assert not chosen
+            continue
+        assert tokenizer.eos_token_id not in chosen and tokenizer.decode(chosen).strip() == answer
+        assert not set(chosen) & set(ids[row][confidence_token_mask(tokenizer, ids, keep)[row].bool()].tolist())
+
+
 def test_bad_credit_rule_is_refused():
     with pytest.raises(ValueError, match="calibration.credit"):
         CalibrationConfig(credit="tokens")
@@ -145,9 +185,66 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
             assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
 
 
+def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabilities(tmp_path, monkeypatch):
+    """credit=probability on real GRPO steps: each completion's answer probability is the policy's (TRL's scoring
+    pass, steered), and the number's advantage is the group-normalised −(number − target) against the group's
+    chance computed from those probabilities."""
+    import trl
+
+    overrides = ["experiment=oracle_tiny", "task.calibration.credit=probability", "warmup.max_steps=30",
+                 "warmup.lr=3e-3", "warmup.batch_size=8", "trainer.max_steps=2", "trainer.batch_size=4",
+                 "trainer.num_generations=4", "trainer.temperature=1.0"]
+    setup, cfg = build_setup(tmp_path, overrides)
+    build_trainer(setup, cfg.warmup, "warmup").train()
+    seen, probabilities = [], []
+    trl_loss = trl.GRPOTrainer._compute_loss
+
+    def record(self, model, inputs):
+        seen.append({k: inputs[k].detach().clone() for k in ("confidence_advantages", "confidence_token_mask")})
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", record)
+    trainer = build_trainer(setup, cfg.trainer)
+    own = type(trainer)._answer_probabilities
+
+    def keep(self, output):
+        got = own(self, output)
+        # recomputed here by a plain forward of the steered policy (temperature 1.0 in this test)
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad(), self.steering.context(self.model, self.steering.batch_for(self._scoring_rows, ids),
+                                                    "scoring"):
+            logits = self.model(input_ids=ids, attention_mask=mask).logits[:, output["prompt_ids"].size(1) - 1:-1]
+        logps = logits.float().log_softmax(-1).gather(-1, output["completion_ids"][..., None]).squeeze(-1)
+        in_answer = answer_token_mask(self.processing_class, output["completion_ids"], output["completion_mask"])
+        expected = (logps * in_answer).sum(1).exp()
+        answered = in_answer.any(1)
+        assert torch.allclose(got[0][answered], expected[answered], rtol=1e-3, atol=1e-5)
+        probabilities.append((output, *got))
+        return got
+
+    monkeypatch.setattr(type(trainer), "_answer_probabilities", keep)
+    trainer.train()
+    assert probabilities and seen
+    answered = 0
+    for output, probability, key in probabilities:
+        texts = trainer.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        for text, q, k in zip(texts, probability.tolist(), key.tolist()):
+            assert (k >= 0) == (not math.isnan(q)) and (math.isnan(q) or 0 < q <= 1)
+            answered += k >= 0
+        # the same answer text gets the same key
+        by_text = {}
+        for text, k in zip(texts, key.tolist()):
+            if k >= 0:
+                by_text.setdefault(text.split("]", 1)[1].strip(), set()).add(k)
+        assert all(len(keys) == 1 for keys in by_text.values())
+    assert answered > 0  # the warmed-up oracle writes tags and answers, so the rule really applied
+    assert math.isfinite(trainer.metrics_file.last["calibration/credit_answer_probability"])
+
+
 def test_number_only_needs_the_numbers_own_credit():
     assert CalibrationConfig(credit="group", number_only=True).number_only
-    with pytest.raises(ValueError, match="number_only=true needs .*credit=calibration or group"):
+    with pytest.raises(ValueError, match="number_only=true needs .*credit=calibration, group or probability"):
         CalibrationConfig(credit="sequence", number_only=True)
     with pytest.raises(AOCalibError, match="task.calibration.number_only"):
         build_task(compose_run_config(["experiment=quickstart", "task.calibration.credit=sequence",

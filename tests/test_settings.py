@@ -159,7 +159,7 @@ def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     with pytest.raises(ValueError, match=r"^tag_loss_fraction=1.5: out of range, allowed \[0, 1\]$"):
         SFTTrainerConfig(tag_loss_fraction=1.5)
     with pytest.raises(AOCalibError, match=r"^task.calibration.credit=x: not allowed, choose one of sequence, "
-                                           r"calibration, group$"):
+                                           r"calibration, group, probability$"):
         CalibrationConfig(credit="x")  # a schema that knows its place in the config names its full key
     assert GRPOTrainerConfig(epsilon_high=None).epsilon_high is None  # null where the type is Optional
 
@@ -169,7 +169,7 @@ def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     ("trainer.lora.rank=0", "trainer.lora.rank=0: out of range, allowed >= 1 or null"),
     ("model.lora.dropout=1", "model.lora.dropout=1.0: out of range, allowed [0, 1)"),
     ("task.calibration.credit=x", "task.calibration.credit=x: not allowed, choose one of sequence, calibration, "
-                                  "group"),
+                                  "group, probability"),
     ("alerts.patience=0", "alerts.patience=0: out of range, allowed >= 1"),
 ])
 def test_start_up_check_names_the_full_key(override, message):

@@ -18,7 +18,7 @@ from ao_calib.rewards import completion_text
 from ao_calib.settings import Checked, at_least, one_of, setting
 
 
-CREDIT_RULES = ("sequence", "calibration", "group")
+CREDIT_RULES = ("sequence", "calibration", "group", "probability")
 
 
 @dataclass
@@ -40,28 +40,30 @@ class CalibrationConfig(Checked):
         "calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their "
         "own completion; every other token keeps the whole reward's advantage. group: the same, against the mean "
         "informativeness of the other completions of the group (the oracle's hit rate on that question and those "
-        "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer "
-        "(ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
+        "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer. "
+        "probability: the same, against that chance computed from the policy's own probabilities of the answers "
+        "the group wrote (each distinct answer's mean probability times its mean informativeness, summed) instead "
+        "of counted: graded, without the draw's noise (ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
     credit_scale: str = setting(
-        "batch", "How the number's advantages (credit calibration or group) are scaled after centring within each "
-        "group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's default "
-        "scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle that "
+        "batch", "How the number's advantages (credit calibration, group or probability) are scaled after centring "
+        "within each group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's "
+        "default scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle that "
         "answers a question the same way every time), and dividing by each group's std gives a group that pushes "
         "the number up the same force as one that pushes it down, whatever the number: the squared error no "
         "longer pulls it towards the hit rate (tests/test_confidence_credit.py; BENCHMARKS.md, \"GRPO's levels, "
         "fifth round\").", allowed=one_of("batch", "group", "none"))
     number_only: bool = setting(
-        False, "With credit calibration or group: true gives every token but the number's an advantage of 0, so "
-        "group-relative training moves the stated number alone and leaves the answers to the warm-up (apart from "
-        "what the shared adapter weights carry over; a KL term, trainer.beta, still reaches every token). false: "
+        False, "With credit calibration, group or probability: true gives every token but the number's an advantage "
+        "of 0, so group-relative training moves the stated number alone and leaves the answers to the warm-up (apart "
+        "from what the shared adapter weights carry over; a KL term, trainer.beta, still reaches every token). false: "
         "the other tokens keep the whole reward's advantage (the design notes' recipe).")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.number_only and self.credit == "sequence":
             raise ValueError("task.calibration.number_only=true needs the number's own credit: set "
-                             "task.calibration.credit=calibration or group (with sequence every token shares one "
-                             "advantage, so there is no number-only advantage to keep)")
+                             "task.calibration.credit=calibration, group or probability (with sequence every "
+                             "token shares one advantage, so there is no number-only advantage to keep)")
 
 
 @dataclass

@@ -11,6 +11,13 @@ normalises rewards; every other token keeps TRL's advantage:
   the oracle's hit rate on that question with those activations, which does not depend on this completion's
   number. The term is linear in the informativeness, so ``m`` gives it the same expectation up to a constant per
   group (the same best confidence, the chance of being right) without the coin flip of one answer.
+- ``probability``: ``−(NN/100 − p)²`` where ``p`` is that chance computed instead of counted: each distinct answer
+  the group wrote after a valid tag, its mean probability under the sampling policy (the log-probs TRL scores
+  completions with, at the sampling temperature) times its mean informativeness, summed over the answers. With a
+  handful of completions at a low temperature ``m`` is nearly always 0 or 1 (a policy right 80 % of the time on
+  a question is seen right 7 times in 7 about a fifth of the time); ``p`` is graded and has no draw noise. Answers
+  the group did not write count as wrong, so ``p`` is a lower bound, exact when every answer with mass was seen
+  (a yes/no question answered both ways). Same target for every completion of the group.
 
 What both give up: credit to the number for any effect it has on the answer written after it.
 
@@ -25,9 +32,12 @@ the number up pushes as hard as one pushing it down; the squared error's pull to
 
 from __future__ import annotations
 
+import math
+import zlib
+
 import torch
 
-from ao_calib.calibration.contract import confidence_span
+from ao_calib.calibration.contract import confidence_span, tag_span
 
 
 def group_normalised(values: torch.Tensor, group_size: int, scale: str, eps: float = 1e-4) -> torch.Tensor:
@@ -51,12 +61,42 @@ def group_normalised(values: torch.Tensor, group_size: int, scale: str, eps: flo
     return centred.view(-1)
 
 
-def calibration_terms(confidence: torch.Tensor, informativeness: torch.Tensor, group_size: int, rule: str
-                      ) -> torch.Tensor:
+def answer_probability_targets(informativeness: torch.Tensor, probability: torch.Tensor, answer: torch.Tensor,
+                               group_size: int) -> torch.Tensor:
+    """Per completion, its group's chance of a right answer under the policy's own probabilities (``probability``
+    credit): Σ over the distinct answers ``a`` the group wrote of mean P(a) × mean informativeness(a). ``answer`` keys
+    each completion's answer (equal keys: the same answer; -1: none, e.g. no valid tag), ``probability`` is the
+    policy's probability of that answer after its own tag. Completions without a key, a probability or a judgment
+    give nothing; NaN for a whole group that has no answer with both. Clipped to [0, 1] (the probabilities come
+    after different tags, so their sum can pass 1 by a little)."""
+    targets = torch.full_like(informativeness, float("nan"))
+    for start in range(0, informativeness.numel(), group_size):
+        seen: dict[int, tuple[list[float], list[float]]] = {}
+        for i in range(start, start + group_size):
+            key, q, info = int(answer[i]), float(probability[i]), float(informativeness[i])
+            if key < 0 or math.isnan(q):  # no probability
+                continue
+            probs, infos = seen.setdefault(key, ([], []))
+            probs.append(q)
+            if not math.isnan(info):  # a masked judgment leaves the answer's probability, not its score
+                infos.append(info)
+        terms = [sum(probs) / len(probs) * sum(infos) / len(infos) for probs, infos in seen.values() if infos]
+        if terms:
+            targets[start:start + group_size] = min(max(sum(terms), 0.0), 1.0)
+    return targets
+
+
+def calibration_terms(confidence: torch.Tensor, informativeness: torch.Tensor, group_size: int, rule: str,
+                      probability: torch.Tensor | None = None, answer: torch.Tensor | None = None) -> torch.Tensor:
     """The term each completion's number is credited with under ``rule`` (NaN where there is none: no tag, no
-    judgment, or a group with no other judged completion)."""
+    judgment, or a group with no other judged completion). ``probability`` and ``answer``: what the
+    ``probability`` rule reads (``answer_probability_targets``)."""
     if rule == "calibration":
         return -(confidence - informativeness).pow(2)
+    if rule == "probability":
+        if probability is None or answer is None:
+            raise ValueError("credit rule 'probability' needs each completion's answer probability and answer key")
+        return -(confidence - answer_probability_targets(informativeness, probability, answer, group_size)).pow(2)
     if rule != "group":
         raise ValueError(f"unknown credit rule {rule!r}")
     grouped = informativeness.view(-1, group_size)
@@ -71,15 +111,32 @@ def calibration_terms(confidence: torch.Tensor, informativeness: torch.Tensor, g
 def confidence_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
     """1 on the tokens that write the number of each completion's tag (decoded as TRL decodes completions for
     the reward functions), 0 elsewhere and on completions without a valid tag."""
+    return _span_token_mask(tokenizer, completion_ids, completion_mask, confidence_span)
+
+
+def _after_tag(text: str) -> tuple[int, int] | None:
+    span = tag_span(text)
+    return None if span is None or not text[span[1]:].strip() else (span[1], len(text))
+
+
+def answer_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """1 on the tokens that write each completion's answer (everything after a valid tag, special tokens such as
+    the end of turn excluded), 0 elsewhere and on completions without a valid tag or without an answer."""
+    return _span_token_mask(tokenizer, completion_ids, completion_mask, _after_tag)
+
+
+def _span_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor, span_of) -> torch.Tensor:
+    """1 on the tokens whose decoded characters meet ``span_of(text)`` (a character span of the decoded
+    completion, or None)."""
     mask = torch.zeros_like(completion_mask)
     for row, (ids, keep) in enumerate(zip(completion_ids.tolist(), completion_mask.tolist())):
         ids = [t for t, k in zip(ids, keep) if k]
-        span = confidence_span(tokenizer.decode(ids, skip_special_tokens=True))
+        span = span_of(tokenizer.decode(ids, skip_special_tokens=True))
         if span is None:
             continue
         start, end = span
-        # The tag opens the completion, so only its first few prefixes are decoded. Token i covers the
-        # characters between the decoded lengths of the prefixes ids[:i] and ids[:i+1].
+        # Token i covers the characters between the decoded lengths of the prefixes ids[:i] and ids[:i+1]; the
+        # tag opens the completion, so for its number only the first few prefixes are decoded.
         before = 0
         for i in range(len(ids)):
             after = len(tokenizer.decode(ids[: i + 1], skip_special_tokens=True))
@@ -110,7 +167,12 @@ class ConfidenceCreditMixin:
         local = torch.tensor([[float("nan") if v is None else v for v in pair] for pair in reward.scored],
                              dtype=torch.float32, device=output["advantages"].device).view(-1, 2)
         scored = self.accelerator.gather(local)  # groups may straddle processes, as TRL's rewards do
-        terms = calibration_terms(scored[:, 0], scored[:, 1], self.num_generations, reward.rule.credit)
+        probability = answer = None
+        if reward.rule.credit == "probability":
+            probability, answer = (self.accelerator.gather(t) for t in self._answer_probabilities(output))
+            self._metrics["train"]["calibration/credit_answer_probability"].append(probability.nanmean().item())
+        terms = calibration_terms(scored[:, 0], scored[:, 1], self.num_generations, reward.rule.credit,
+                                  probability, answer)
         advantages = group_normalised(terms, self.num_generations, reward.rule.credit_scale)
         n = len(reward.scored)
         output["confidence_advantages"] = advantages[self.accelerator.process_index * n:][:n]
@@ -120,6 +182,31 @@ class ConfidenceCreditMixin:
             self.processing_class, output["completion_ids"], output["completion_mask"])
         self._metrics["train"]["calibration/confidence_advantage_std"].append(advantages.std().item())
         return output
+
+    def _answer_probabilities(self, output: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per local completion, the sampling policy's probability of the answer it wrote after its tag (NaN when
+        it has no tag or no answer) and a key for that answer (a checksum of its stripped text, equal across
+        processes; -1 when none). The log-probs are TRL's old-policy ones when it computed them, else one no-grad
+        pass through the same method (steered like TRL's own scoring passes, at the sampling temperature)."""
+        prompt_ids, completion_ids = output["prompt_ids"], output["completion_ids"]
+        completion_mask = output["completion_mask"]
+        logps = output.get("old_per_token_logps")
+        if logps is None:
+            with torch.no_grad():
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, torch.cat([prompt_ids, completion_ids], dim=1),
+                    torch.cat([output["prompt_mask"], completion_mask], dim=1), completion_ids.size(1),
+                    batch_size=self.args.per_device_train_batch_size)
+        in_answer = answer_token_mask(self.processing_class, completion_ids, completion_mask).bool()
+        probability = torch.where(in_answer, logps.float(), torch.zeros_like(logps, dtype=torch.float32)).sum(1).exp()
+        has_answer = in_answer.any(1)
+        probability = probability.where(has_answer, torch.full_like(probability, float("nan")))
+        keys = []
+        for row, ids in enumerate(completion_ids.tolist()):
+            picked = [t for t, keep in zip(ids, in_answer[row].tolist()) if keep]
+            text = self.processing_class.decode(picked, skip_special_tokens=True).strip()
+            keys.append(zlib.crc32(text.encode()) if has_answer[row] else -1)
+        return probability, torch.tensor(keys, dtype=torch.int64, device=probability.device)
 
     def _compute_loss(self, model, inputs):
         if "confidence_token_mask" in inputs:
