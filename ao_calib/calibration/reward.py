@@ -47,8 +47,8 @@ class CalibrationConfig(Checked):
     credit_scale: str = setting(
         "batch", "How the number's advantages (credit calibration, group or probability) are scaled after centring "
         "within each group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's "
-        "default scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle that "
-        "answers a question the same way every time), and dividing by each group's std gives a group that pushes "
+        "default scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle "
+        "that answers a question the same way every time), and dividing by each group's std gives a group that pushes "
         "the number up the same force as one that pushes it down, whatever the number: the squared error no "
         "longer pulls it towards the hit rate (tests/test_confidence_credit.py; BENCHMARKS.md, \"GRPO's levels, "
         "fifth round\").", allowed=one_of("batch", "group", "none"))
