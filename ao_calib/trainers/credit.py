@@ -19,7 +19,7 @@ normalises rewards; every other token keeps TRL's advantage:
   the group did not write count as wrong, so ``p`` is a lower bound, exact when every answer with mass was seen
   (a yes/no question answered both ways). Same target for every completion of the group.
 
-What both give up: credit to the number for any effect it has on the answer written after it.
+What all three give up: credit to the number for any effect it has on the answer written after it.
 
 ``task.calibration.number_only`` zeroes the other tokens' advantage as well: the group-relative step then trains
 the number alone, and the answers stay what the warm-up taught (up to the shared weights and the KL term).
