@@ -187,7 +187,7 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
 
 def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabilities(tmp_path, monkeypatch):
     """credit=probability on real GRPO steps: each completion's answer probability is the policy's (TRL's scoring
-    pass, steered), and the number's advantage is the group-normalised −(number − target) against the group's
+    pass, steered), and the number's advantage is the group-normalised −(number − target)² against the group's
     chance computed from those probabilities."""
     import trl
 
@@ -220,14 +220,18 @@ def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabi
         expected = (logps * in_answer).sum(1).exp()
         answered = in_answer.any(1)
         assert torch.allclose(got[0][answered], expected[answered], rtol=1e-3, atol=1e-5)
-        probabilities.append((output, *got))
+        probabilities.append((output, *got, list(self._credited_reward().scored)))
         return got
 
     monkeypatch.setattr(type(trainer), "_answer_probabilities", keep)
     trainer.train()
     assert probabilities and seen
     answered = 0
-    for output, probability, key in probabilities:
+    for output, probability, key, scored in probabilities:
+        # the number's advantages: the group-normalised terms against the group's chance from these probabilities
+        pairs = torch.tensor([[math.nan if v is None else v for v in pair] for pair in scored])
+        terms = calibration_terms(pairs[:, 0], pairs[:, 1], 4, "probability", probability, key)
+        assert torch.allclose(output["confidence_advantages"], group_normalised(terms, 4, "batch"))
         texts = trainer.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
         for text, q, k in zip(texts, probability.tolist(), key.tolist()):
             assert (k >= 0) == (not math.isnan(q)) and (math.isnan(q) or 0 < q <= 1)
