@@ -26,7 +26,7 @@ from ao_calib.offline import keep_offline, private_temp_dir
 from ao_calib.io import atomic_write_text
 from ao_calib.preflight import check_recipe_choices
 from ao_calib.interrupts import RunInterrupted, SignalWatch
-from ao_calib.run_dir import RunDir, StartPoint, start_point
+from ao_calib.run_dir import WARMUP, RunDir, StartPoint, read_json, start_point
 
 log = logging.getLogger("ao_calib")
 # transformers 5 renamed gradient checkpointing; TRL 1.16 still sets the old name on every config and model.
@@ -144,6 +144,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if distributed.is_main():
             tokenizer.save_pretrained(str(run_dir.adapter))
         eval_metrics = evaluate_as() if cfg.eval.enabled else {}
+        if eval_metrics and distributed.is_main():
+            _check_calibration_regression(cfg, run_dir, trainer.state.global_step)
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
                               extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **task.summary(),
                                      **({"prompts_over_limit": prompts_over} if prompts_over else {})})
@@ -163,6 +165,22 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     if distributed.is_main():
         run_summary.print_final_screen(final)
     return final
+
+
+def _check_calibration_regression(cfg: DictConfig, run_dir: RunDir, step: int) -> None:
+    """Records the end-of-run alert ``calibration_regressed`` (ao_calib.calibration.alerts) once per run, resumes
+    included, when the run evaluated its warm-up and the main stage's confidence is worse on the same rows."""
+    from ao_calib.calibration.alerts import calibration_regression
+    from ao_calib.trainers.alerts import record_alert
+
+    before, after = run_dir.eval_report(WARMUP), run_dir.eval_report()
+    if not (before.is_file() and after.is_file()) or "calibration_regressed" in run_dir.fired_alerts():
+        return
+    message = calibration_regression((read_json(before) or {}).get("metrics") or {},
+                                     (read_json(after) or {}).get("metrics") or {}, cfg.alerts, str(run_dir.path))
+    if message:
+        record_alert(run_dir.alerts, step, "calibration_regressed", message)
+        log.warning("ALERT at the end of the run: %s", message)
 
 
 def _last_train_row(run_dir: RunDir, stage: str = "train") -> dict:

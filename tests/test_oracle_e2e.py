@@ -109,6 +109,10 @@ def test_oracle_pipeline_run_directory(tmp_path):
     assert summary["status"] == "completed" and "brier" in summary["eval_metrics"]
     assert {"control/accuracy", "none/accuracy"} <= summary["eval_metrics"].keys()
     assert summary["judge"]["judge/calls"] > 0 and "alerts" in summary
+    # The end-of-run check of the number against the warm-up's (the default thresholds), recomputed from the files
+    warm = json.loads((out / "eval_warmup.json").read_text())["metrics"]
+    worse = (warm["auroc"] - final["metrics"]["auroc"] > 0.1) or (final["metrics"]["ece"] - warm["ece"] > 0.05)
+    assert ("calibration_regressed" in summary["alerts"]) == worse
 
     # Any saved oracle re-evaluates from its run directory, steering included, here stating each number as the mean
     # over the scale (eval.confidence_decoding=expected; refused with a sampled evaluation, before the model loads).
