@@ -207,8 +207,8 @@ def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabi
     trainer = build_trainer(setup, cfg.trainer)
     own = type(trainer)._answer_probabilities
 
-    def keep(self, output):
-        got = own(self, output)
+    def keep(self, output, answers):
+        got = own(self, output, answers)
         # recomputed here by a plain forward of the steered policy (temperature 1.0 in this test)
         ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)

@@ -102,13 +102,15 @@ def make_calibrated_reward(informativeness: Informativeness, rule: CalibrationCo
     async) how good the answers are, scores them under ``rule`` and logs the ``calibration/*`` figures.
 
     The function keeps its rule (``reward.rule``) and, after each call, what it scored each completion on
-    (``reward.scored``: (stated confidence in [0, 1] or None when untagged, informativeness or None when masked)),
-    from which a trainer credits the confidence tokens when ``rule.credit`` asks (``ao_calib.trainers.credit``)."""
+    (``reward.scored``: (stated confidence in [0, 1] or None when untagged, informativeness or None when masked))
+    and the answer it read in each (``reward.answers``), from which a trainer credits the confidence tokens when
+    ``rule.credit`` asks (``ao_calib.trainers.credit``)."""
 
     def finish(statuses, infos, log_metric):
         if log_metric is not None:
             log_step_metrics(log_metric, statuses, infos)
         reward.scored = [(s.confidence / 100 if s.parsed else None, info) for info, s in zip(infos, statuses)]
+        reward.answers = [s.answer for s in statuses]
         return [None if info is None else tagged_reward(info, s, rule) for info, s in zip(infos, statuses)]
 
     if inspect.iscoroutinefunction(informativeness):
@@ -125,6 +127,7 @@ def make_calibrated_reward(informativeness: Informativeness, rule: CalibrationCo
     reward.__name__ = reward.__qualname__ = name
     reward.rule = rule
     reward.scored = []
+    reward.answers = []
     return reward
 
 

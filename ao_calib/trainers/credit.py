@@ -37,11 +37,7 @@ import zlib
 
 import torch
 
-from ao_calib.calibration.contract import (
-    confidence_span,
-    parse_epistemic_status,
-    tag_span,
-)
+from ao_calib.calibration.contract import confidence_span, tag_span
 
 
 def group_normalised(values: torch.Tensor, group_size: int, scale: str, eps: float = 1e-4) -> torch.Tensor:
@@ -173,7 +169,8 @@ class ConfidenceCreditMixin:
         scored = self.accelerator.gather(local)  # groups may straddle processes, as TRL's rewards do
         probability = answer = None
         if reward.rule.credit == "probability":
-            probability, answer = (self.accelerator.gather(t) for t in self._answer_probabilities(output))
+            probability, answer = (self.accelerator.gather(t)
+                                   for t in self._answer_probabilities(output, reward.answers))
             self._metrics["train"]["calibration/credit_answer_probability"].append(probability.nanmean().item())
         terms = calibration_terms(scored[:, 0], scored[:, 1], self.num_generations, reward.rule.credit,
                                   probability, answer)
@@ -187,12 +184,12 @@ class ConfidenceCreditMixin:
         self._metrics["train"]["calibration/confidence_advantage_std"].append(advantages.std().item())
         return output
 
-    def _answer_probabilities(self, output: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def _answer_probabilities(self, output: dict, answers: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per local completion, the sampling policy's probability of the answer it wrote after its tag (NaN when
-        it has no tag or no answer) and a key for that answer (a checksum of the answer ``parse_epistemic_status``
-        reads, equal across processes; -1 when none). The log-probs are TRL's old-policy ones when it computed
-        them, else one no-grad pass through the same method (steered like TRL's own scoring passes, at the sampling
-        temperature)."""
+        it has no tag or no answer) and a key for that answer (a checksum of ``answers``, the answer the reward read
+        in each local completion, equal across processes; -1 when none). The log-probs are TRL's old-policy ones
+        when it computed them, else one no-grad pass through the same method (steered like TRL's own scoring
+        passes, at the sampling temperature)."""
         prompt_ids, completion_ids = output["prompt_ids"], output["completion_ids"]
         completion_mask = output["completion_mask"]
         logps = output.get("old_per_token_logps")
@@ -206,11 +203,7 @@ class ConfidenceCreditMixin:
         probability = torch.where(in_answer, logps.float(), torch.zeros_like(logps, dtype=torch.float32)).sum(1).exp()
         has_answer = in_answer.any(1)
         probability = probability.where(has_answer, torch.full_like(probability, float("nan")))
-        # the answer as the reward read it (parse_epistemic_status of the completion TRL decoded for the judge)
-        keys = []
-        for ids, keep, answered in zip(completion_ids.tolist(), completion_mask.tolist(), has_answer.tolist()):
-            text = self.processing_class.decode([t for t, k in zip(ids, keep) if k], skip_special_tokens=True)
-            keys.append(zlib.crc32(parse_epistemic_status(text).answer.encode()) if answered else -1)
+        keys = [zlib.crc32(text.encode()) if answered else -1 for text, answered in zip(answers, has_answer.tolist())]
         return probability, torch.tensor(keys, dtype=torch.int64, device=probability.device)
 
     def _compute_loss(self, model, inputs):
