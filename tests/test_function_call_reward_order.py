@@ -1,7 +1,8 @@
 """Every shipped function-calling reward, and every shipped mix of them (conf/reward/), pays the right call the
 most, and strictly more than each way of not making it: no call (``[]``, an empty answer, free text), the right
-call twice, or a call to a function the prompt does not list. On a case that expects no call (BFCL's
-irrelevance), it is the other way round: no call is right and any call earns less."""
+call twice, or a call to a function the prompt does not list; so too where the call takes no arguments, where no
+call must not pass for having every argument right. On a case that expects no call (BFCL's irrelevance), it is the
+other way round: no call is right and any call earns less."""
 
 from __future__ import annotations
 
@@ -17,16 +18,28 @@ from ao_calib_tasks.function_call.rewards import REWARD_FUNCTIONS, make_calibrat
 
 REWARD_DIR = Path(__file__).resolve().parents[1] / "conf" / "reward"
 
-# One case in both output formats: two listed functions, one expected call.
-LISTED = ["get_weather", "convert_currency"]
-RIGHT = 'get_weather(city="Paris", units="celsius")'
-WRONG = {
+# Two cases in both output formats, each with two listed functions and one expected call: one with arguments,
+# one whose call takes none.
+NO_CALL = {
     "empty list": "[]",
     "empty answer": "",
     "free text": "The weather in Paris is probably mild; I would look it up for you.",
-    "repeated call": f"{RIGHT}\n{RIGHT}",
-    "unlisted function": 'get_forecast(city="Paris", units="celsius")',
 }
+RIGHT = 'get_weather(city="Paris", units="celsius")'
+RIGHT_NO_ARGS = "get_time()"
+CASES = {
+    "arguments": (["get_weather", "convert_currency"], RIGHT, 'get_forecast(city="Paris", units="celsius")'),
+    "no arguments": (["get_time", "get_weather"], RIGHT_NO_ARGS, "get_clock()"),
+}
+
+
+def wrong_answers(right: str, unlisted: str, bfcl: bool) -> dict[str, str]:
+    """Every way of not making the right call, in the default format or BFCL's (a bracketed list)."""
+    if bfcl:
+        return {**NO_CALL, "repeated call": f"[{right}, {right}]", "unlisted function": f"[{unlisted}]"}
+    return {**NO_CALL, "repeated call": f"{right}\n{right}", "unlisted function": unlisted}
+
+
 BFCL_FUNCTIONS = [
     {"name": "get_weather", "description": "Current weather.", "parameters": {"type": "dict", "properties": {
         "city": {"type": "string", "description": "City."},
@@ -35,16 +48,18 @@ BFCL_FUNCTIONS = [
     {"name": "convert_currency", "description": "Converts money.", "parameters": {"type": "dict", "properties": {
         "amount": {"type": "float", "description": "Amount."}, "to": {"type": "string", "description": "Code."}},
         "required": ["amount", "to"]}},
+    {"name": "get_time", "description": "The current time.", "parameters": {"type": "dict", "properties": {},
+                                                                             "required": []}},
 ]
 BFCL_TRUTH = [{"get_weather": {"city": ["Paris"], "units": ["celsius", ""]}}]
+BFCL_TRUTHS = {"arguments": BFCL_TRUTH, "no arguments": [{"get_time": {}}]}
 BFCL_RIGHT = f"[{RIGHT}]"
-BFCL_WRONG = {**WRONG, "repeated call": f"[{RIGHT}, {RIGHT}]",
-              "unlisted function": '[get_forecast(city="Paris", units="celsius")]'}
 
 
-def default_scores(texts: list[str], answer: str = RIGHT) -> dict[str, list[float]]:
+def default_scores(texts: list[str], answer: str = RIGHT, listed: list[str] = CASES["arguments"][0]
+                   ) -> dict[str, list[float]]:
     n = len(texts)
-    scores = {name: fn(texts, [answer] * n, possible_boxed_answers=[LISTED] * n)
+    scores = {name: fn(texts, [answer] * n, possible_boxed_answers=[listed] * n)
               for name, fn in REWARD_FUNCTIONS.items()}
     tagged = [f"[epistemic status: 80] {t}" for t in texts]  # the calibrated reward reads tagged answers
     scores["calibrated_overall"] = make_calibrated_overall(CalibrationConfig(lam=0.5))(completions=tagged,
@@ -82,11 +97,17 @@ def mixed(scores: dict[str, list[float]], weights: dict[str, float]) -> list[flo
     return [sum(w * scores[k][i] for k, w in weights.items()) for i in range(len(next(iter(scores.values()))))]
 
 
+@pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("fmt", ["default", "bfcl"])
-def test_the_right_call_earns_strictly_more_than_any_way_of_not_making_it(fmt):
-    right, wrong = (RIGHT, WRONG) if fmt == "default" else (BFCL_RIGHT, BFCL_WRONG)
-    texts = [right, *wrong.values()]
-    scores = default_scores(texts) if fmt == "default" else bfcl_scores(texts)
+def test_the_right_call_earns_strictly_more_than_any_way_of_not_making_it(fmt, case):
+    listed, right, unlisted = CASES[case]
+    wrong = wrong_answers(right, unlisted, bfcl=fmt == "bfcl")
+    if fmt == "default":
+        texts = [right, *wrong.values()]
+        scores = default_scores(texts, answer=right, listed=listed)
+    else:
+        texts = [f"[{right}]", *wrong.values()]
+        scores = bfcl_scores(texts, truth=BFCL_TRUTHS[case])
     rewards = dict(scores)
     rewards.update({f"mix {name}": mixed(scores, w) for name, w in shipped_mixes().items() if set(w) <= set(scores)})
     assert len(rewards) > len(scores)  # the mixes of this format are there
@@ -94,7 +115,7 @@ def test_the_right_call_earns_strictly_more_than_any_way_of_not_making_it(fmt):
         best, others = values[0], dict(zip(wrong, values[1:]))
         assert best == max(values), (name, values)
         for kind, value in others.items():
-            assert value < best, f"{name}: {kind} earns {value}, the right call {best}"
+            assert value < best, f"{name} ({case}): {kind} earns {value}, the right call {best}"
 
 
 def test_on_an_irrelevance_case_no_call_is_right_and_any_call_earns_less():

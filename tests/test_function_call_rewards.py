@@ -171,6 +171,18 @@ def test_both_empty():
     assert scores(FACT, "") == all_five(0, 0, 0, 0)  # a call where none is expected earns nothing
 
 
+def test_a_call_without_arguments():
+    # the call's argument facts are the one triple (get_time, None, None); no call lacks it
+    assert scores("get_time()", "get_time()") == all_five(1, 1, 1, 1)
+    for no_call in ("", "[]", "It is noon."):
+        assert scores(no_call, "get_time()") == all_five(0, 0, 0, 0)
+    # twice: 2*1/3 for names and facts, format 1/2; an argument it does not take: the name only
+    assert scores("get_time()\nget_time()", "get_time()") == all_five(1 / 2, 2 / 3, 2 / 3, 0)
+    assert scores('get_time(zone="UTC")', "get_time()") == all_five(1, 1, 0, 0)
+    # leaving out a zero-argument call costs parameter credit like leaving out any other: 2*1/(1+2)
+    assert scores(FACT, f"{FACT}\nget_time()") == all_five(1 / 2, 2 / 3, 2 / 3, 0)
+
+
 def test_duplicated_calls_are_a_multiset():
     # P={fact(5):2}, E={fact(5):1}: overlap 1 -> 2*1/3 = 2/3 for names and triples; not exact
     # overall = 0.4*2/3 + 0.4*2/3 = 0.5333

@@ -9,9 +9,8 @@ do. Argument values compare by value with Python's numeric rule (``5 == 5.0``)
 except that booleans only equal booleans (``True != 1``), because a model that
 writes ``1`` for a boolean flag has not got it right.
 
-Caveat kept from the spec: ``tool_call_params`` is 1.0 when neither side has any
-argument, so a zero-argument expected call would give it free credit; the
-generated data never contains such calls.
+A call without arguments counts for ``tool_call_params`` as the one fact that it
+takes none, so where such a call is due, making no call earns no parameter credit.
 """
 
 from __future__ import annotations
@@ -81,6 +80,13 @@ def _f1(predicted: Counter, expected: Counter) -> float:
     return 2.0 * overlap / total
 
 
+def argument_facts(calls: Iterable[tuple[str, tuple[tuple[str, Canon], ...]]]) -> Counter:
+    """The multiset ``tool_call_params`` compares: each call's (function, argument, value) triples, and for a call
+    without arguments the single fact (function, None, None) that it takes none, which a missing call lacks."""
+    return Counter(fact for name, args in calls
+                   for fact in ([(name, key, value) for key, value in args] or [(name, None, None)]))
+
+
 def format_credit(called: Sequence[str], expected: int, listed: Iterable[str] | None) -> float:
     """Credit for well-formed calls (the names ``called``, ``expected`` calls): calls to functions the prompt
     lists (every name counts when ``listed`` is unknown), capped at the expected number, over max(expected,
@@ -101,10 +107,7 @@ def score_completion(text: Any, answer: str, listed: Iterable[str] | None = None
     pred = _canonical_calls(status.answer if status.parsed else completion_text(text))
     gold = _canonical_calls(answer if isinstance(answer, str) else completion_text(answer))
     function = _f1(Counter(n for n, _ in pred), Counter(n for n, _ in gold))
-    params = _f1(
-        Counter((n, k, v) for n, args in pred for k, v in args),
-        Counter((n, k, v) for n, args in gold for k, v in args),
-    )
+    params = _f1(argument_facts(pred), argument_facts(gold))
     exact = 1.0 if Counter(pred) == Counter(gold) else 0.0
     return {
         "tool_call_parseable": format_credit([name for name, _ in pred], len(gold), listed),
@@ -156,7 +159,8 @@ def tool_call_function(completions: Sequence[Any], answer: Any, **kwargs: Any) -
 
 
 def tool_call_params(completions: Sequence[Any], answer: Any, **kwargs: Any) -> list[float]:
-    """F1 between the multisets of (function, argument, value) triples."""
+    """F1 between the multisets of (function, argument, value) triples; a call without arguments is the one triple
+    (function, None, None), so no call earns nothing where such a call is due (``argument_facts``)."""
     return _batch("tool_call_params", completions, answer)
 
 
