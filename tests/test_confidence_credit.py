@@ -16,8 +16,8 @@ from ao_calib.config import compose_run_config
 from ao_calib.errors import AOCalibError
 from ao_calib.task_api import build_task
 from ao_calib.trainers import build_trainer
-from ao_calib.trainers.credit import (answer_probability_targets, answer_token_mask, calibration_terms,
-                                     confidence_token_mask, group_normalised)
+from ao_calib.trainers.credit import (answer_probabilities, answer_probability_targets, answer_token_mask,
+                                     calibration_terms, confidence_token_mask, group_normalised)
 
 from test_oracle_grpo import build_setup
 
@@ -114,22 +114,56 @@ def test_the_groups_chance_from_the_policys_probabilities_by_hand():
         calibration_terms(torch.ones(2), torch.ones(2), 2, "probability")
 
 
-def test_the_answer_mask_covers_what_follows_the_tag():
-    cfg = compose_run_config(["experiment=oracle_tiny"])
-    tokenizer = models.load_tokenizer(models.model_source(cfg.model, cfg.paths.cache_dir))
-    texts = ["[epistemic status: 85] Yes", "[epistemic status: 7]No", "Yes", "[epistemic status: 90]  "]
-    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+def padded(tokenizer, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Completion ids right-padded as TRL pads them, and their completion mask."""
     width = max(map(len, rows)) + 2
     ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
-    keep = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    mask = answer_token_mask(tokenizer, ids, keep)
-    for row, answer in enumerate(["Yes", "No", None, None]):
+    return ids, torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+
+
+def test_the_answer_mask_covers_what_follows_the_tag_and_the_end_that_closes_it():
+    cfg = compose_run_config(["experiment=oracle_tiny"])
+    tokenizer = models.load_tokenizer(models.model_source(cfg.model, cfg.paths.cache_dir))
+    texts = ["[epistemic status: 85] Yes", "[epistemic status: 7]No", "Yes", "[epistemic status: 90]  ",
+             "[epistemic status: 60] Yes"]
+    ends = [True, True, True, True, False]  # the last one cut off at the length limit: no end token
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * end
+            for t, end in zip(texts, ends)]
+    ids, keep = padded(tokenizer, rows)
+    mask = answer_token_mask(tokenizer, ids, keep, end_ids=[tokenizer.eos_token_id])
+    for row, answer in enumerate(["Yes", "No", None, None, None]):
         chosen = ids[row][mask[row].bool()].tolist()
-        if answer is None:  # no tag, or nothing after it
+        if answer is None:  # no tag, nothing after it, or no end
             assert not chosen
             continue
-        assert tokenizer.eos_token_id not in chosen and tokenizer.decode(chosen).strip() == answer
+        assert chosen[-1] == tokenizer.eos_token_id and tokenizer.decode(chosen[:-1]).strip() == answer
         assert not set(chosen) & set(ids[row][confidence_token_mask(tokenizer, ids, keep)[row].bool()].tolist())
+
+
+def test_an_answer_and_a_longer_one_it_starts_are_disjoint_events():
+    """"Yes" and "Yes." after the same tag: each answer's probability is that of the answer ending there, so the
+    two add up to at most the probability of writing "Yes" first (and the group's chance stays a lower bound)."""
+    cfg = compose_run_config(["experiment=oracle_tiny"])
+    source = models.model_source(cfg.model, cfg.paths.cache_dir)
+    tokenizer, model = models.load_tokenizer(source), models.load_base_model(cfg.model, source).eval()
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Is this about Rome?"}], tokenize=False,
+                                           add_generation_prompt=True)
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    short, long = (tokenizer(f"[epistemic status: 80] {a}", add_special_tokens=False)["input_ids"]
+                   for a in ("Yes", "Yes."))
+    assert long[:len(short)] == short  # "Yes." is written as "Yes" and then more
+    ids, keep = padded(tokenizer, [short + [tokenizer.eos_token_id], long + [tokenizer.eos_token_id]])
+    with torch.no_grad():  # the policy's per-token log-probabilities of each completion, as TRL scores them
+        logits = model(input_ids=torch.cat([torch.tensor([prompt_ids] * 2), ids], dim=1)).logits
+    logps = logits[:, len(prompt_ids) - 1:-1].float().log_softmax(-1).gather(-1, ids[..., None]).squeeze(-1)
+    got = answer_probabilities(tokenizer, ids, keep, logps, end_ids=[tokenizer.eos_token_id])
+    tag = len(tokenizer("[epistemic status: 80]", add_special_tokens=False)["input_ids"])
+    starts_with_yes = logps[0, tag:len(short)].sum().exp()
+    assert got[0] + got[1] <= starts_with_yes
+    assert torch.allclose(got[0], logps[0, tag:len(short) + 1].sum().exp())  # "Yes" and the end of turn
+    # both right: the group's chance of a right answer is at most that of writing "Yes" first
+    target = answer_probability_targets(torch.ones(2), got, torch.tensor([1, 2]), 2)
+    assert target[0] <= starts_with_yes
 
 
 def test_bad_credit_rule_is_refused():
@@ -216,7 +250,8 @@ def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabi
                                                     "scoring"):
             logits = self.model(input_ids=ids, attention_mask=mask).logits[:, output["prompt_ids"].size(1) - 1:-1]
         logps = logits.float().log_softmax(-1).gather(-1, output["completion_ids"][..., None]).squeeze(-1)
-        in_answer = answer_token_mask(self.processing_class, output["completion_ids"], output["completion_mask"])
+        in_answer = answer_token_mask(self.processing_class, output["completion_ids"], output["completion_mask"],
+                                      self.eos_token_ids)
         expected = (logps * in_answer).sum(1).exp()
         answered = in_answer.any(1)
         assert torch.allclose(got[0][answered], expected[answered], rtol=1e-3, atol=1e-5)

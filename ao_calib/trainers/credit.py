@@ -13,7 +13,9 @@ normalises rewards; every other token keeps TRL's advantage:
   group (the same best confidence, the chance of being right) without the coin flip of one answer.
 - ``probability``: ``−(NN/100 − p)²`` where ``p`` is that chance computed instead of counted: each distinct answer
   the group wrote after a valid tag, its mean probability under the sampling policy (the log-probs TRL scores
-  completions with, at the sampling temperature) times its mean informativeness, summed over the answers. With a
+  completions with, at the sampling temperature) times its mean informativeness, summed over the answers. An
+  answer's probability includes the token that closes the completion (the end of turn), so that an answer and a
+  longer one it starts ("Yes", "Yes.") are disjoint events; a completion cut off before its end gives none. With a
   handful of completions at a low temperature ``m`` is nearly always 0 or 1 (a policy right 80 % of the time on
   a question is seen right 7 times in 7 about a fifth of the time); ``p`` is graded and has no draw noise. Answers
   the group did not write count as wrong, so ``p`` is a lower bound, exact when every answer with mass was seen
@@ -119,10 +121,30 @@ def _after_tag(text: str) -> tuple[int, int] | None:
     return None if span is None or not text[span[1]:].strip() else (span[1], len(text))
 
 
-def answer_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
-    """1 on the tokens that write each completion's answer (everything after a valid tag, special tokens such as
-    the end of turn excluded), 0 elsewhere and on completions without a valid tag or without an answer."""
-    return _span_token_mask(tokenizer, completion_ids, completion_mask, _after_tag)
+def answer_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                      end_ids) -> torch.Tensor:
+    """1 on the tokens that write each completion's answer: everything after a valid tag, and the completion's
+    last token when it is one of ``end_ids`` (the end of turn), so that the answer's probability is that of the
+    answer ending there. 0 elsewhere, and on completions without a valid tag, without an answer, or cut off before
+    an end token (where such an answer would have ended is unknown)."""
+    mask = _span_token_mask(tokenizer, completion_ids, completion_mask, _after_tag)
+    ends = torch.tensor(sorted(set(end_ids)), dtype=completion_ids.dtype, device=completion_ids.device)
+    last = (completion_mask.cumsum(1) * completion_mask).argmax(1)  # the index of each row's last kept token
+    closing = completion_ids.gather(1, last[:, None]).squeeze(1)
+    closed = torch.isin(closing, ends) & completion_mask.bool().any(1) & mask.bool().any(1)
+    mask = torch.where(closed[:, None], mask, torch.zeros_like(mask))
+    mask[closed.nonzero().squeeze(1), last[closed]] = 1
+    return mask
+
+
+def answer_probabilities(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                         per_token_logps: torch.Tensor, end_ids) -> torch.Tensor:
+    """Per completion, the probability of the answer it wrote after its tag, the end token closing it included
+    (``answer_token_mask``), from the per-token log-probabilities of its tokens; NaN where it has none."""
+    in_answer = answer_token_mask(tokenizer, completion_ids, completion_mask, end_ids).bool()
+    logps = per_token_logps.float()
+    probability = torch.where(in_answer, logps, torch.zeros_like(logps)).sum(1).exp()
+    return probability.where(in_answer.any(1), torch.full_like(probability, float("nan")))
 
 
 def _span_token_mask(tokenizer, completion_ids: torch.Tensor, completion_mask: torch.Tensor, span_of) -> torch.Tensor:
@@ -185,8 +207,8 @@ class ConfidenceCreditMixin:
         return output
 
     def _answer_probabilities(self, output: dict, answers: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per local completion, the sampling policy's probability of the answer it wrote after its tag (NaN when
-        it has no tag or no answer) and a key for that answer (a checksum of ``answers``, the answer the reward read
+        """Per local completion, the sampling policy's probability of the answer it wrote after its tag, its end
+        included (``answer_probabilities``; NaN when it has no tag, no answer or no end) and a key for that answer (a checksum of ``answers``, the answer the reward read
         in each local completion, equal across processes; -1 when none). The log-probs are TRL's old-policy ones
         when it computed them, else one no-grad pass through the same method (steered like TRL's own scoring
         passes, at the sampling temperature)."""
@@ -199,10 +221,9 @@ class ConfidenceCreditMixin:
                     self.model, torch.cat([prompt_ids, completion_ids], dim=1),
                     torch.cat([output["prompt_mask"], completion_mask], dim=1), completion_ids.size(1),
                     batch_size=self.args.per_device_train_batch_size)
-        in_answer = answer_token_mask(self.processing_class, completion_ids, completion_mask).bool()
-        probability = torch.where(in_answer, logps.float(), torch.zeros_like(logps, dtype=torch.float32)).sum(1).exp()
-        has_answer = in_answer.any(1)
-        probability = probability.where(has_answer, torch.full_like(probability, float("nan")))
+        probability = answer_probabilities(self.processing_class, completion_ids, completion_mask, logps,
+                                           self.eos_token_ids)  # TRL's end tokens: where generation stops
+        has_answer = ~probability.isnan()
         keys = [zlib.crc32(text.encode()) if answered else -1 for text, answered in zip(answers, has_answer.tolist())]
         return probability, torch.tensor(keys, dtype=torch.int64, device=probability.device)
 
