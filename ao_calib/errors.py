@@ -16,10 +16,6 @@ class DataValidationError(AOCalibError):
         super().__init__(f"{where}: {reason}")
 
 
-class NotImplementedYetError(AOCalibError):
-    """A configured option exists in the design but is not built yet."""
-
-
 class ResourceUnavailableError(AOCalibError):
     """A run needs something this machine lacks (GPU, model hub, API key)."""
 

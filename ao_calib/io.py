@@ -32,15 +32,9 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def write_jsonl(path: str | Path, records: list[dict]) -> None:
-    """``records`` as the whole file, one JSON line each (the lines ``append_jsonl`` writes), replaced in one step:
+    """``records`` as the whole file, one JSON line each, replaced in one step:
     a process stopped while writing leaves the old file, never a half-written one."""
     atomic_write_text(path, "".join(json.dumps(record, default=str) + "\n" for record in records))
-
-
-def append_jsonl(path: str | Path, records: list[dict]) -> None:
-    with Path(path).open("a") as f:
-        for record in records:
-            f.write(json.dumps(record, default=str) + "\n")
 
 
 def ensure_generated(paths: list[Path], build) -> list[Path]:

@@ -466,7 +466,6 @@ class RunRecord:
     error: str | None = None
     steps: int | None = None
     reward_curve: list[tuple[float, float]] = field(default_factory=list)  # (step, reward)
-    has_metrics: bool = False
     skipped_metric_lines: int = 0
     train_metrics: dict[str, float] = field(default_factory=dict)  # last logged value of each REPORTED_TRAIN key
 
@@ -558,7 +557,6 @@ def load_run(run_dir: str | Path, name: str | None = None) -> RunRecord:
         error=str(error) if error not in (None, "") else None,
         steps=last_step,
         reward_curve=list(zip(steps_x, rewards)),
-        has_metrics=bool(rows),
         skipped_metric_lines=skipped,
         train_metrics=last_train_metrics(rows),
     )

@@ -18,7 +18,6 @@ from ao_calib_tasks.function_call.generate import (
     generate_rows,
     generate_splits,
     multi_call,
-    sample_texts,
     single_call,
 )
 from ao_calib_tasks.function_call.parsing import parse_calls
@@ -133,12 +132,6 @@ def test_splits_have_disjoint_prompts():
     train, test = generate_splits(300, 60, seed=0)
     assert len(train) == 300 and len(test) == 60
     assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
-
-
-def test_sample_texts():
-    texts = sample_texts(n=5, seed=0)
-    assert len(texts) == 5 and all(t.startswith(SYSTEM) for t in texts)
-    assert sample_texts(n=5, seed=0) == texts
 
 
 # ---------------------------------------------------------------- loader

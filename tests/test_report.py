@@ -11,11 +11,16 @@ import pandas as pd
 import pytest
 
 from ao_calib.reporting.plot import group_keys, plot_run
-from ao_calib.reporting.report import build_report, main, write_report
-from ao_calib.run_dir import RunDirError, find_run_dirs, load_run, read_metrics, read_overrides
+from ao_calib.reporting.report import main, records_frame, write_report
+from ao_calib.run_dir import RunDirError, find_run_dirs, load_run, load_runs, read_metrics, read_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def report_frame(root: Path) -> pd.DataFrame:
+    """The table ``write_report`` and the CLI write for ``root``."""
+    return records_frame(load_runs(root))
 
 
 def _make_run(
@@ -96,8 +101,8 @@ def test_readers(sweep: Path) -> None:
     assert find_run_dirs(sweep / "nope") == []
 
 
-def test_build_report(sweep: Path) -> None:
-    df = build_report(sweep).set_index("run")
+def test_report_frame(sweep: Path) -> None:
+    df = report_frame(sweep).set_index("run")
     assert list(df.index) == sorted(df.index)
     status = df["status"].to_dict()
     assert status == {
@@ -125,7 +130,7 @@ def test_build_report(sweep: Path) -> None:
 
 
 def test_single_run_uses_all_override_keys(sweep: Path) -> None:
-    df = build_report(sweep / "trainer.beta=0.0,trainer.lr=1e-05")
+    df = report_frame(sweep / "trainer.beta=0.0,trainer.lr=1e-05")
     assert len(df) == 1 and df["run"][0] == "trainer.beta=0.0,trainer.lr=1e-05"
     assert {"task", "trainer.beta", "trainer.lr"} <= set(df.columns)
     assert df["wall_time_s"][0] == pytest.approx(123.4)
@@ -178,7 +183,7 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "missing")]) == 2
     assert "no such file" in capsys.readouterr().err
     with pytest.raises(RunDirError):
-        build_report(empty)
+        load_runs(empty)
 
 
 def test_plot_run(sweep: Path, tmp_path: Path) -> None:
@@ -216,5 +221,5 @@ def test_report_states_the_brier_decomposition(tmp_path: Path) -> None:
                             "uncertainty": 0.21, "brier_binned": 0.22})
     md = write_report(tmp_path)["md"].read_text()
     assert "eval/auroc" in md and "eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty" in md
-    frame = build_report(tmp_path)
+    frame = report_frame(tmp_path)
     assert frame.loc[0, "train/calibration/auroc"] == 0.61 and frame.loc[0, "train/kl"] == 0.02  # not the warm-up's

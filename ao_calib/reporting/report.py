@@ -42,6 +42,8 @@ def _column_for(key: str) -> str:
 
 
 def records_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
+    """One row per run: run, status, swept keys, final_reward, eval/*, the last step figures as train/*
+    (``calibration/*``, ``kl``, ``advantage_std``), wall_time_s, steps, error."""
     keys = swept_keys(records)
     eval_names = sorted({k for r in records for k in r.eval_metrics})
     train_names = sorted({k for r in records for k in r.train_metrics})
@@ -65,12 +67,6 @@ def records_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
         frame[col] = pd.to_numeric(frame[col]).astype("float64")
     frame["steps"] = pd.array(frame["steps"].tolist(), dtype="Int64")
     return frame
-
-
-def build_report(root: str | Path) -> pd.DataFrame:
-    """One row per run under ``root``: run, status, swept keys, final_reward, eval/*, the last step figures as
-    train/* (``calibration/*``, ``kl``, ``advantage_std``), wall_time_s, steps, error."""
-    return records_frame(load_runs(root))
 
 
 # ---------------------------------------------------------------- text rendering

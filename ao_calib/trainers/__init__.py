@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Protocol
 from omegaconf import DictConfig
 
 from ao_calib.errors import AOCalibError
-from ao_calib.run_dir import RunDir
 
 if TYPE_CHECKING:
     from ao_calib.trainers.common import TrainerSetup
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainerBuilder", "TrainerSetup", "build_trainer", "latest_checkpoint"]
+__all__ = ["TrainerBuilder", "TrainerSetup", "build_trainer"]
 
 
 def __getattr__(name: str):
@@ -69,11 +68,3 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))
     trainer.metrics_file = metrics_file
     return trainer
-
-
-def latest_checkpoint(setting: str | None, run_dir: RunDir) -> str | None:
-    """``trainer.resume_from_checkpoint``: null, "latest" (newest whole checkpoint of this run directory), or a
-    path (see ``ao_calib.run_dir.resolve_checkpoint``)."""
-    from ao_calib.run_dir import resolve_checkpoint
-
-    return resolve_checkpoint(setting, run_dir)

@@ -265,11 +265,6 @@ def hash_seed(seed: int, tag: str) -> int:
     return random.Random(f"{seed}/{tag}").getrandbits(64)
 
 
-def sample_texts(n: int = 200, seed: int = 0) -> list[str]:
-    """Prompt followed by answer for ``n`` rows: a small corpus for training a tokenizer."""
-    return [r["prompt"] + "\n" + r["answer"] for r in generate_rows(n, seed)]
-
-
 def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 CATEGORIES: Final = ("calculator", "python_exec", "no_tool")
-TOOLS: Final = ("calculator", "python")
 
 # category -> the tool a correct answer calls (None: answer directly with {"final": ...})
 CATEGORY_TOOL: Final[dict[str, str | None]] = {"calculator": "calculator", "python_exec": "python", "no_tool": None}
