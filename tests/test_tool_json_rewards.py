@@ -262,7 +262,7 @@ def test_answer_helpers():
 @pytest.mark.parametrize("text,penalty", [
     (final("Paris"), 0.0),
     ('\n  {"final": "Paris"}  \n', 0.0),  # surrounding whitespace is not text
-    ("", 0.0),
+    ("", -0.2),  # no object at all: nothing of the answer stands alone
     ('{"final": 14}', 0.0),  # a wrong shape is the format reward's business
     ('The answer is {"final": "Paris"}', -0.2),
     ('{"final": "Paris"} (capital of France)', -0.2),

@@ -4,7 +4,10 @@ The object is located the way the spec prescribes: ``json.JSONDecoder().raw_deco
 starting at the first ``{``. Text before that brace or after the object
 (prose, code fences, a second object) is *outside* the object: it costs the
 length penalty and the format reward, but the tool choice and arguments are
-still read from the object, so those rewards keep their own signal.
+still read from the object, so those rewards keep their own signal. A second
+object is another call, though (the same one repeated, or a different one), and
+an answer is one call: then no tool choice, shape or argument is read at all.
+A completion without any object (an empty one too) is all outside text.
 
 Shapes (the output contract), with exact key sets:
 
@@ -16,7 +19,7 @@ The *chosen tool* is read more leniently than the shape, so that a right
 decision with malformed arguments still earns the tool reward: an object whose
 only key is ``final`` chooses no tool (``None``); an object with a string
 ``tool`` and no ``final`` chooses that tool; anything else (no object, both
-keys, a non-string tool) is undecidable.
+keys, a non-string tool, a second object) is undecidable.
 
 TRL calls each reward function on the same completions in turn, so parsing is
 cached; the result is immutable and safe to share.
@@ -25,6 +28,7 @@ cached; the result is immutable and safe to share.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,10 +51,10 @@ class ParsedOutput:
 
     ``found``: a JSON object was decoded at the first ``{``.
     ``valid_json``: the whole stripped completion is one JSON object (the design note's "valid JSON").
-    ``shape``: ``"final"``, ``"calculator"`` or ``"python"`` when the object has one of the three exact
-    shapes, else None. ``value``: the answer, expression or code for that shape.
+    ``shape``: ``"final"``, ``"calculator"`` or ``"python"`` when the completion's only object has one of the
+    three exact shapes, else None. ``value``: the answer, expression or code for that shape.
     ``decided``/``tool``: whether a tool choice can be read, and which (None = answer directly).
-    ``outside_text``: non-whitespace text outside the object (or no object at all in a non-empty completion).
+    ``outside_text``: non-whitespace text outside the object, or no object at all (an empty completion too).
     """
 
     found: bool
@@ -89,6 +93,22 @@ def _tool_choice(obj: dict[str, Any]) -> tuple[bool, str | None]:
     return False, None
 
 
+# Where a JSON object can begin: a brace, then a key or the closing brace. Trying only these keeps braces in
+# prose (each failed decode costs a pass over the text) from making the search quadratic.
+_OBJECT_START = re.compile(r'\{\s*["}]')
+
+
+def _another_object(text: str, start: int) -> bool:
+    """Whether a JSON object begins anywhere from ``start`` on: a second call."""
+    for match in _OBJECT_START.finditer(text, start):
+        try:
+            _DECODER.raw_decode(text, match.start())
+            return True
+        except (ValueError, RecursionError):
+            continue
+    return False
+
+
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> ParsedOutput:
     stripped = text.strip()
@@ -101,8 +121,10 @@ def _parse_text(text: str) -> ParsedOutput:
         except (ValueError, RecursionError):  # ValueError: JSONDecodeError, NaN, or an int over 4300 digits
             obj = None
     if not isinstance(obj, dict):
-        return ParsedOutput(False, False, None, None, False, None, outside_text=bool(stripped))
+        return ParsedOutput(False, False, None, None, False, None, outside_text=True)
     exact = start == 0 and end == len(stripped)
+    if not exact and _another_object(stripped, end):  # two calls are not the one call an answer makes
+        return ParsedOutput(True, False, None, None, False, None, outside_text=True)
     shape, value = object_shape(obj)
     decided, tool = _tool_choice(obj)
     return ParsedOutput(True, exact, shape, value, decided, tool, outside_text=not exact)

@@ -9,14 +9,16 @@ are ignored.
 
 * ``format_reward``  +1.0 when the stripped completion is exactly one JSON object of one of the three shapes.
 * ``tool_reward``    +0.5 when the chosen tool equals the expected one (None for a direct answer), else −0.5,
-  unparseable output included.
+  unparseable output and more than one object (a repeated or extra call) included.
 * ``args_reward``    +1.0 when the arguments are semantically right for the expected tool (see
-  :func:`args_match`); 0.0 otherwise, wrong tool or shape included.
-* ``length_penalty`` −0.2 when there is any text outside the JSON object, else 0.
+  :func:`args_match`); 0.0 otherwise, wrong tool or shape and a repeated or extra call included.
+* ``length_penalty`` −0.2 unless the completion is the JSON object alone: text outside it, or no object at all
+  (an empty answer too), else 0.
 
 The tool and arguments are read from the object even when prose surrounds it
 (see :mod:`ao_calib_tasks.tool_json.parsing`): the format reward and the length penalty
-already charge for the prose, and charging again would blur which mistake was made.
+already charge for the prose, and charging again would blur which mistake was made. A second object is not
+prose but a second call, and an answer is one call, so then no tool or argument is read.
 
 Safety: calculator expressions go only through :func:`ao_calib_tasks.tool_json.safe_eval.safe_eval`;
 Python code is only ever parsed (``ast.parse``, at most :data:`MAX_CODE_BYTES`) and compared by
@@ -204,19 +206,22 @@ def format_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
 
 
 def tool_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """+0.5 when the chosen tool is the expected one (None for a direct answer), else −0.5."""
+    """+0.5 when the chosen tool is the expected one (None for a direct answer), else −0.5; an answer of more than
+    one object (the call repeated, or another) makes no single choice."""
     completions = list(completions)
     return [_tool_score(parse_output(c), r) for c, r in zip(completions, _rows(len(completions), kwargs), strict=True)]
 
 
 def args_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """+1.0 for semantically correct arguments (value, AST or normalised answer), else 0.0."""
+    """+1.0 for semantically correct arguments (value, AST or normalised answer) in the answer's only object,
+    else 0.0."""
     completions = list(completions)
     return [_args_score(parse_output(c), r) for c, r in zip(completions, _rows(len(completions), kwargs), strict=True)]
 
 
 def length_penalty(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """−0.2 when there is text outside the JSON object (prose, code fences, a second object), else 0.0."""
+    """−0.2 unless the completion is the JSON object alone: text outside it (prose, code fences, a second
+    object) or no object at all (an empty answer too); else 0.0."""
     return [LENGTH_PENALTY if parse_output(c).outside_text else 0.0 for c in completions]
 
 
