@@ -16,7 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib import cli_help  # noqa: F401 -- registers the resolver the --help text lists groups with
+from ao_calib import cli_help  # registers the resolver --help lists groups with; answers --help <key>
 from ao_calib import distributed, sharding
 from ao_calib.config import (check_combinations, check_values, eval_max_new_tokens, eval_token_budget,
                              register_schemas, run_stages, unknown_keys, validate_plugins)
@@ -316,6 +316,9 @@ def cli() -> None:
     except AOCalibError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    topic = cli_help.help_topic(sys.argv[1:])
+    if topic is not None:  # `--help trainer.lr`: Hydra would read the key as a malformed override
+        raise SystemExit(cli_help.print_topic_help(topic))
     main()
 
 

@@ -5,7 +5,7 @@ field itself (TRL's style: ``metadata={"help": ...}``)::
 
 What reads that metadata: ``Checked.__post_init__`` (a schema built in code refuses a value out of range), the
 start-up check of the composed config (``check_tree``, naming the full key before any model loads), ``--help``
-and README's settings table (``ao_calib.cli_help``). This module imports nothing heavy.
+and the settings reference page (``ao_calib.cli_help``). This module imports nothing heavy.
 """
 
 from __future__ import annotations
