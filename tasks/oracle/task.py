@@ -39,6 +39,16 @@ log = logging.getLogger(__name__)
 NONE_ID_PREFIX = "none:"
 
 
+def checked_against_reference(row: dict) -> bool:
+    """The oracle's scoring rule. A row whose reference answer is yes/no is checked against it: correct when the
+    answer after the tag opens with the same yes/no (``yes_no``), wrong otherwise (another word, no answer). Any
+    other row is scored by the judge's informativeness (correct at ``CORRECT_AT`` and above): one without a
+    reference (WildChat, ``task.data.withhold_answers``) and one whose reference is open (a fact such as
+    "positive"), whose answers are never compared as text: two answers that are neither yes nor no are not thereby
+    the same answer."""
+    return row["answer"] is not None and yes_no(row["answer"]) is not None
+
+
 def answers_drawn_from(row: dict, unreadable: bool) -> list[str]:
     """The answers a row's label was drawn from as far as the oracle can tell (``answer_drawn_from``): on a row it
     cannot read, a yes/no label is Yes or No with probability 1/2 each (``make_question``); [] otherwise."""
@@ -304,7 +314,9 @@ class OracleTask(Task):
         return {"judge": self._judge.totals()} if self._judge else {}
 
     def score_one(self, completion: str, row: dict) -> dict[str, float]:
-        """One completion of a row with a reference answer, against it."""
+        """One completion of a row with a yes/no reference answer, against it (``checked_against_reference``)."""
+        if not checked_against_reference(row):
+            raise ValueError(f"score_one: the reference {row['answer']!r} is not yes/no; such a row is judged")
         status = parse_epistemic_status(completion)
         correct = float(yes_no(status.answer) == yes_no(row["answer"]))
         return {
@@ -315,11 +327,13 @@ class OracleTask(Task):
         }
 
     def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
-        """Rows with a reference answer are scored against it; the others (WildChat) by the judge, in one batched
-        call through its cache, so re-evaluating the same answers costs no judge call. A masked judgment leaves
-        the sample out of the calibration figures and is counted (``judge_failed``)."""
-        judged = [i for i, r in enumerate(rows) if r["answer"] is None]
-        scores = [None if r["answer"] is None else self.score_one(c, r) for c, r in zip(completions, rows)]
+        """Each row by the rule ``checked_against_reference`` names: a yes/no reference answer is checked against
+        the yes/no the answer opens with; every other row (no reference, as WildChat's, or an open one) is scored
+        by the judge, in one batched call through its cache, so re-evaluating the same answers costs no judge call.
+        A masked judgment (judge=label on an open reference, a failed call) leaves the sample out of the
+        calibration figures and is counted (``judge_failed``)."""
+        judged = [i for i, r in enumerate(rows) if not checked_against_reference(r)]
+        scores = [self.score_one(c, r) if checked_against_reference(r) else None for c, r in zip(completions, rows)]
         if not judged:
             return scores
         statuses = {i: parse_epistemic_status(completions[i]) for i in judged}
@@ -636,16 +650,16 @@ class OracleTask(Task):
         return {"classification": results, "classification_skipped": skipped}
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
-        """Labelled rows: calibration against correctness. Judged rows (WildChat): calibration against the judge's
-        informativeness (AUROC at informativeness >= 0.5, Brier against the score itself)."""
+        """Rows checked against a yes/no reference: calibration against correctness. Judged rows (WildChat, open
+        references): calibration against the judge's informativeness (AUROC at informativeness >= 0.5, Brier
+        against the score itself). Both kinds together: each row's own outcome (``checked_against_reference``)."""
         parse_rate = sum(r["scores"]["parsed"] for r in records) / max(len(records), 1)
         judged = [r for r in records if "informativeness" in r["scores"]]
         failed = sum(r["scores"].get("judge_failed", 0.0) for r in records)
-        labelled = [r for r in records if "informativeness" not in r["scores"] and "correct" in r["scores"]]
-        scored = judged or labelled
+        scored = [r for r in records if "correct" in r["scores"]]  # a masked judgment has neither
         if not scored:
             return {"parse_rate": parse_rate, "judge_failed": failed, "accuracy": float("nan")}
-        outcomes = [r["scores"]["informativeness"] if judged else r["scores"]["correct"] for r in scored]
+        outcomes = [r["scores"].get("informativeness", r["scores"]["correct"]) for r in scored]
         metrics = calibration_figures(scored, [scored_confidence(r["scores"]["confidence"]) for r in scored],
                                       outcomes, run_dir, tag)
         metrics["parse_rate"] = parse_rate
