@@ -13,9 +13,11 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ao_calib.errors import AOCalibError
+from ao_calib.settings import default_of
 from ao_calib.steering import SteeringBatch, steer
 from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers import build_trainer
+from ao_calib.trainers.config import OnlineTrainerConfig
 from ao_calib.trainers.fast_generation import (FastGenerator, MergedCopy, Sampling, first_row_of_each_group,
                                                shared_prompts)
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
@@ -110,9 +112,9 @@ def test_greedy_rollouts_equal_generate_token_for_token(tiny_lora, static_cache,
     got = fast(model, tokenizer, rows, batch, Sampling(do_sample=False), static_cache, stats)
     assert got == expected
     if steered:
-        # One prefill pass, checked at the placeholders: once per distinct prompt with the shared (dynamic) cache.
+        # One prefill pass, checked at the placeholders: once per distinct prompt, with either cache.
         assert stats["passes"] == 1
-        assert stats["checked_rows"] == (len(rows) if static_cache else len(rows) // GROUP)
+        assert stats["checked_rows"] == len(rows) // GROUP
         unsteered = reference(model, tokenizer, rows, None, do_sample=False)
         assert unsteered != expected  # the injection changes what is generated: the comparison can fail
 
@@ -285,6 +287,10 @@ def test_steered_grpo_samples_what_trl_samples_and_trains_unchanged(tmp_path):
     assert fast_completions == reference_completions  # same seed, same sampler, same (steered) distribution
     # One steered prefill per distinct prompt, every placeholder checked.
     assert (steering.stats["generation_batches"], steering.stats["passes"], steering.stats["checked_rows"]) == (1, 1, 4)
+    # The trainer's stop-check interval reaches the generator; on CPU, where a check costs nothing, every token.
+    interval = default_of(OnlineTrainerConfig, "fast_generation_stop_check_every")
+    assert trainer.fast_generation_stop_check_every == interval
+    assert trainer._fast.stop_check_every == 1
 
     assert model.training  # the trained model is back in train mode
     logps_after, grads_after = lora_grads(model, probe)
@@ -416,6 +422,64 @@ def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offlin
     assert forced.compiles > 2  # one per decoded token, up to the compiler's recompile limit
     assert not FastGenerator(gemma, static_cache=True).compile_decode  # the default: uncompiled
     torch._dynamo.reset()
+
+
+def test_a_static_cache_past_the_sliding_window_is_filled_as_a_full_prefill_would_fill_it(offline_env):
+    """Gemma 3 with an 8-token window and longer prompts: the static sliding-window layers, filled from one prefill
+    per distinct prompt, decode what generate decodes (steered), and each prompt's placeholders are checked once."""
+    path = ensure_tiny_model(TinyModelSpec(family="gemma3", sliding_window=8), offline_env / "tiny_models")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
+                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)).eval()
+    rows, positions = oracle_rows(tokenizer)
+    assert min(len(r) for r in rows) > 8  # every prompt overflows the window
+    width = max(len(r) for r in rows)
+    batch = steering_for(rows, positions, width, model.config.get_text_config().hidden_size)
+    stats = Counter()
+    expected = reference(model, tokenizer, rows, batch, do_sample=False)
+    assert fast(model, tokenizer, rows, batch, Sampling(do_sample=False), True, stats) == expected
+    assert stats["checked_rows"] == len(rows) // GROUP
+
+
+@pytest.mark.parametrize("static_cache", [False, True], ids=["dynamic_cache", "static_cache"])
+def test_finished_rows_are_checked_every_k_tokens_and_the_completions_stay_the_same(offline_env, static_cache):
+    """The decode loop asks whether every row has ended only every ``stop_check_every`` steps (on a GPU each ask
+    waits for the device): the completions are the same for any k, and it stops at the first check after the
+    last row ends, or at max_new_tokens."""
+    tokenizer, model = tiny_merged("qwen3", offline_env)
+    rows = [tokenizer(text)["input_ids"] for text in ("a short prompt", "a somewhat longer prompt here")
+            for _ in range(2)]
+
+    def run(k, eos_ids, max_new=12):
+        generator = FastGenerator(model, static_cache=static_cache, compile_decode=False, stop_check_every=k)
+        out = generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=eos_ids, max_new_tokens=max_new,
+                                 sampling=Sampling(do_sample=False))
+        return out, generator.decode_steps
+
+    unstopped, steps = run(1, [-1])
+    assert steps == 11 and all(len(c) == 12 for c in unstopped)
+    # Each row's third token ends it: every row has ended by step 2, some maybe earlier.
+    eos = sorted({c[2] for c in unstopped})
+    last = max(next(i for i, t in enumerate(c) if t in eos) for c in unstopped)
+    expected, steps = run(1, eos)
+    assert steps == last and all(c[-1] in eos for c in expected)
+    for k in (2, 3, 5, 100):
+        got, steps = run(k, eos)
+        assert got == expected
+        assert steps == min(-(-(last + 1) // k) * k - 1, 11)  # the first step k, 2k, ... at or after the last end
+    with pytest.raises(ValueError, match="stop_check_every"):
+        FastGenerator(model, stop_check_every=0)
+
+
+def test_the_stop_check_interval_is_a_trainer_setting_checked_at_start_up():
+    from ao_calib.config import check_values, compose_run_config
+
+    with pytest.raises(AOCalibError, match=r"trainer.fast_generation_stop_check_every=0: out of range"):
+        check_values(compose_run_config(["experiment=function_call_tiny",
+                                         "trainer.fast_generation_stop_check_every=0"]))
+    cfg = compose_run_config(["experiment=function_call_tiny", "trainer.fast_generation_stop_check_every=16"])
+    assert cfg.trainer.fast_generation_stop_check_every == 16
 
 
 def test_fast_generation_on_a_quantized_model_is_refused_at_start_up():

@@ -153,6 +153,7 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
         fast_generation=stage.fast_generation,
         generation_merged_copy=stage.generation_merged_copy,
         fast_generation_cache_shapes=stage.fast_generation_cache_shapes,
+        fast_generation_stop_check_every=stage.fast_generation_stop_check_every,
         **extra,
     )
 

@@ -61,11 +61,9 @@ class TrainerConfig(Checked):
     lora: LoraOverrideConfig = setting(factory=LoraOverrideConfig, help="Per-run LoRA choices; null keeps the "
                                        "model config's value.")
     lm_head: LMHead = setting(
-        LMHead.auto, "How the training passes score tokens. fused: TRL's fused LM head (vocabulary tiles, no full "
-        "logits: the memory saver on a GPU, a Triton kernel there). full: the logits of the scored positions only, "
-        "then log_softmax (ao_calib.trainers.lm_head; on a 2-core CPU a step took 0.37-0.50x the time of TRL's "
-        "head on the tiny model, 0.68-0.85x on SmolLM2: BENCHMARKS.md). auto: fused on CUDA and XPU, full "
-        "elsewhere.")
+        LMHead.auto, "How the training passes score tokens: fused (TRL's fused LM head, no full logits: saves memory "
+        "on a GPU), full (the logits of the scored positions only, then log_softmax: faster on a CPU) or auto (fused "
+        "on CUDA and XPU, full elsewhere). See docs/performance.md.")
 
 
 class ConfidenceLoss(str, Enum):
@@ -96,7 +94,7 @@ class OnlineTrainerConfig(TrainerConfig):
     """What every trainer that samples its own completions (GRPO, RLOO, PPO) sets. They always sample, so their
     temperature must be above 0."""
 
-    batch_size: int = setting(4, "Prompts per generation batch (design note: --batch-size).", allowed=at_least(1))
+    batch_size: int = setting(4, "Prompts per generation batch.", allowed=at_least(1))
     micro_batch_size: Optional[int] = setting(None, "Completions per forward/backward pass; null: "
                                               "model.max_micro_batch_size, else the whole step at once.",
                                               allowed=at_least(1))
@@ -121,10 +119,13 @@ class OnlineTrainerConfig(TrainerConfig):
                                            "shared). false generates from the unmerged adapter in eval mode, for "
                                            "models too big for both.")
     fast_generation_cache_shapes: int = setting(
-        2, "Static KV caches the fast path keeps, one per (batch, length) shape (on CUDA; each is the whole "
-        "rollout's keys and values: ~4.8 GB at the Qwen3-8B shape and 32 sequences). A new shape beyond this many "
-        "evicts the least recently used; each new shape also compiles the decode step once (logged as "
-        "fast_generation/compiles).", allowed=at_least(1))
+        2, "Static KV caches the fast path keeps on CUDA, one per (batch, length) shape, each holding a whole "
+        "rollout's keys and values. A new shape beyond this many evicts the least recently used one and compiles the "
+        "decode step once (logged as fast_generation/compiles).", allowed=at_least(1))
+    fast_generation_stop_check_every: int = setting(
+        4, "Tokens the fast path decodes between checks for whether every completion has ended, on a GPU (each "
+        "check waits for the device; up to this many minus one steps run past the last end). On CPU it checks at "
+        "every token, where checking costs nothing.", allowed=at_least(1))
 
 
 @dataclass
@@ -132,7 +133,7 @@ class GroupTrainerConfig(OnlineTrainerConfig):
     """Trainers whose baseline is a group of completions of the same prompt (GRPO, RLOO): a baseline needs at
     least two completions per prompt."""
 
-    num_generations: int = setting(8, "Completions per prompt, the group (design note: --group-size).",
+    num_generations: int = setting(8, "Completions per prompt (the group).",
                                    allowed=at_least(2))
     beta: float = setting(0.1, "KL coefficient against the reference (the adapter-free model, or a copy of a "
                           "loaded adapter).", allowed=at_least(0))
@@ -141,10 +142,9 @@ class GroupTrainerConfig(OnlineTrainerConfig):
     num_iterations: int = setting(1, "Optimisation passes per generated batch.", allowed=at_least(1))
     use_vllm: bool = setting(False, "Generate with vLLM (the vllm extra; not for tasks that inject activations).")
     greedy_member: bool = setting(
-        False, "One completion of each group is decoded greedily, the answer an evaluation scores, and the others "
-        "are sampled at the temperature, so the group's advantages compare the greedy answer with the sampled ones "
-        "(ao_calib.trainers.fast_generation). Not GRPO as published: the greedy completion is not a sample of the "
-        "policy, and its gradient pushes the greedy answer itself. Needs trainer.fast_generation=true.")
+        False, "One completion of each group is decoded greedily (the answer an evaluation scores) and the others "
+        "sampled, so the advantages compare the greedy answer with sampled ones. Not GRPO as published: the greedy "
+        "completion is no sample of the policy. Needs trainer.fast_generation=true.")
 
 
 @dataclass
@@ -156,11 +156,9 @@ class GRPOTrainerConfig(GroupTrainerConfig):
     loss_type: str = setting("dapo", "TRL's GRPO loss normalisation (dapo, grpo, dr_grpo, bnpo).")
     scale_rewards: str = setting("group", "TRL's reward scaling for advantages (group, batch, none).")
     shared_prefix: bool = setting(
-        False, "The loss pass runs each distinct prompt of a micro-batch once and gives its KV cache to the "
-        "prompt's completions (ao_calib.trainers.shared_prefix; the same log-probs and gradients as TRL's pass, which "
-        "runs every row's prompt again), and generation batches are shuffled by prompt so micro-batches hold whole "
-        "groups. Worth most where prompts are long and completions short. Not with gradient checkpointing, tasks "
-        "that inject activations, FSDP or DeepSpeed.")
+        False, "The loss pass runs each distinct prompt of a micro-batch once and shares its KV cache with the "
+        "prompt's completions (the same log-probs and gradients as TRL's pass): for long prompts, short completions. "
+        "Not with gradient checkpointing, injected activations, FSDP, DeepSpeed. See docs/performance.md.")
 
 
 @dataclass
@@ -221,56 +219,38 @@ class SFTTrainerConfig(TrainerConfig):
     lr_scheduler_type: str = setting("linear", "transformers' learning-rate schedule (constant, linear, cosine, ...).")
     confidence_in_loss: bool = setting(
         True, "Whether the digits NN of a target's \"[epistemic status: NN]\" tag are in the loss. false: the stage "
-        "teaches the tag's form and the answer, and leaves the number to the model (and to the RL stage after it): "
-        "when the numbers of the targets carry nothing (drawn at random), their loss cannot fall and its gradient is "
-        "noise that drowns the answer's.")
+        "teaches the tag's form and the answer and leaves the number to the model and the RL stage (random target "
+        "numbers would only add noise).")
     tag_loss_fraction: float = setting(
-        1.0, "The fraction of rows whose whole tag \"[epistemic status: NN] \" is in the loss (chosen per row, seeded "
-        "by trainer.seed); the other rows learn their answer alone. The tag's fixed words are learned from a few "
-        "rows; left in every row they are ten of the eleven loss tokens of a yes/no answer, so a fraction below 1 "
-        "keeps the loss on the one token that carries the reading (0.1 still teaches the tag, and reading, on "
-        "SmolLM2: BENCHMARKS.md).", allowed=within(0, 1))
+        1.0, "The fraction of rows (chosen per row, seeded by trainer.seed) whose whole tag \"[epistemic status: NN] "
+        "\" is in the loss; the others learn their answer alone. A few rows teach the tag; below 1 keeps the loss on "
+        "the tokens that carry the answer. See docs/concepts/oracle.md.", allowed=within(0, 1))
     confidence_loss: ConfidenceLoss = setting(
-        ConfidenceLoss.cross_entropy, "How the tag's number NN is learned. cross_entropy: its digits are targets like "
-        "any token (the drawn number is copied). calibration: besides that cross-entropy, now in every row's loss "
-        "(numbers drawn from the whole scale: a prior that keeps every value possible), the number's first token (a "
-        "digit where the tokenizer splits numbers, as SmolLM2's does; the whole number where it writes one token) is "
-        "trained by the calibration reward's penalty in expectation over the model's own distribution of that token, "
-        "sum_d p(d) (value(d) - c)^2, where c is the model's own probability of the row's target answer "
-        "(teacher-forced, no gradient). The two together make the most likely token the one whose number is nearest "
-        "the chance of being right on rows like this one (the penalty alone locks onto the first number it favours: "
-        "its gradient vanishes once one token has all the mass). Each first token stands for one number, so the "
-        "targets' numbers need distinct first digits (e.g. 0, 20, 30, ..., 90, 100: 10 and 100 share theirs).")
+        ConfidenceLoss.cross_entropy, "How the tag's number is learned. cross_entropy: its digits are targets like "
+        "any token. calibration: that cross-entropy plus the calibration penalty on the number's first token, in "
+        "expectation over the model's distribution, against its probability of the row's answer. See "
+        "docs/concepts/oracle.md.")
     calibration_loss_weight: float = setting(1.0, "Weight of confidence_loss=calibration's term beside the "
                                              "cross-entropy (which is a mean over tokens; the term a mean over "
                                              "rows).", allowed=above(0))
     calibration_loss_start: float = setting(
         0.0, "The share of the stage's max_steps before confidence_loss=calibration's term joins the loss (0: from "
-        "the first step). The term learns the number from the model's chance of being right, which says nothing "
-        "about a row until the model reads; from the first step, while every row's chance is alike, the number "
-        "settles on one value for all of them. Until then the number is learned by its cross-entropy alone.",
+        "the first step); until then the number learns by cross-entropy alone. Started before the model reads, the "
+        "term settles on one number for every row.",
         allowed=within(0, 1, high_open=True))
     calibration_loss_form: CalibrationLossForm = setting(
-        CalibrationLossForm.expected_penalty, "The form of confidence_loss=calibration's term. expected_penalty: "
-        "sum_d p(d) (value(d) - c)^2, the reward's own penalty in expectation; linear in p, it is least with all "
-        "the mass on one number, and its gradient vanishes there even when the number is wrong for the row. "
-        "two_hot: cross-entropy against a target on the two numbers that bracket 100c, shared so that their mean "
-        "is 100c (the two-hot encoding of distributional value heads); its gradient p - target never vanishes "
-        "away from the target, and its least value for rows alike is the number distribution whose mean is their "
-        "mean c.")
+        CalibrationLossForm.expected_penalty, "The form of confidence_loss=calibration's term: expected_penalty "
+        "(sum_d p(d)·(value(d) − c)², the reward's penalty in expectation; its gradient vanishes once one number has "
+        "all the mass) or two_hot (cross-entropy against the two numbers that bracket 100c). See "
+        "docs/concepts/oracle.md.")
     calibration_greedy: bool = setting(
-        False, "With confidence_loss=calibration, c is whether greedy decoding gets the row's answer right (each of "
-        "its tokens the most likely one, teacher-forced; on a drawn label, the share of the answers it was drawn "
-        "from that is the most likely), not the answer's probability: evaluation decodes greedily, so a model "
-        "that answers right at probability 0.8 is right every time there, and a number that learns 0.8 is "
-        "underconfident.")
+        False, "With confidence_loss=calibration: c is whether greedy decoding gets the row's answer right (each "
+        "token the most likely one, teacher-forced) instead of the answer's probability, since evaluation decodes "
+        "greedily.")
     calibration_expected_over_draw: bool = setting(
-        False, "With confidence_loss=calibration, on rows that name the answers their label was drawn from "
-        "uniformly (answer_drawn_from, e.g. a coin-flip Yes/No about a fact the input does not hold), c is the "
-        "model's probability of each of those answers, averaged: the expectation over the draw of the drawn "
-        "label's probability, the same target without the draw's noise. false: c is the drawn label's probability, "
-        "which on such rows is near 0 or 1 whenever the model answers firmly. Each named answer must be one token "
-        "where the answer starts.")
+        False, "With confidence_loss=calibration, on rows whose label was drawn uniformly from named answers "
+        "(answer_drawn_from, e.g. a coin-flip Yes/No), c is the model's mean probability of those answers: the same "
+        "target without the draw's noise. false: the drawn label's probability.")
 
     def __post_init__(self):
         super().__post_init__()
@@ -323,17 +303,13 @@ class FormatWarmupConfig(SFTWarmupConfig):
     max_steps: int = setting(100, "Optimiser steps of this stage.", allowed=at_least(1))
     lr: float = setting(1e-4, "Learning rate.", allowed=above(0))
     confidence: WarmupConfidence = setting(
-        WarmupConfidence.auto, "Where the tags' numbers come from: kind_mean (100 × the judge's mean "
-        "informativeness of the model's own answers to questions of the same kind: the hit rate the model could "
-        "know before answering, a calibrated start), judge (100 × the judge's informativeness of that very answer: "
-        "with a yes/no judge, its own correctness, which the model cannot know before answering), spread (drawn "
-        "from the task's spread of confidences, independent of the answer), auto (kind_mean when the run has a "
-        "judge, else spread).")
+        WarmupConfidence.auto, "Where the tags' numbers come from: kind_mean (100 × the judge's mean informativeness "
+        "of the model's answers to questions of the same kind: a calibrated start), judge (100 × that answer's own "
+        "informativeness), spread (drawn from the task's spread) or auto (kind_mean with a judge, else spread).")
     confidence_jitter: int = setting(
-        10, "kind_mean tags are whole tens (a small warm-up learns those; the tiny model's greedy tag broke on "
-        "numbers like 37), moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and clipped to 0-100: "
-        "calibrated per kind on average, and varied, so the completions of a group state different numbers and GRPO "
-        "has something to compare (one number per kind gives every group the same one: no signal).",
+        10, "kind_mean tags are whole tens, moved by a multiple of 10 drawn uniformly from [-jitter, jitter] and "
+        "clipped to 0-100: calibrated per kind on average and varied, so the completions of a group state different "
+        "numbers and GRPO has something to compare.",
         allowed=within(0, 100))
     num_questions: Optional[int] = setting(None, "Training questions answered for the targets; null: all of them.",
                                            allowed=at_least(1))

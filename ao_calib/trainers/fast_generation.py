@@ -10,8 +10,9 @@ so every decoded token pays Python and kernel-launch overhead. This path instead
   copy's tensors keep their addresses, so a captured CUDA graph stays valid;
 * runs in **eval mode** (no dropout);
 * runs **one prefill per distinct prompt** (and injected activations) and shares its KV cache with the prompt's
-  G completions;
-* on CUDA, decodes with a **static KV cache and a compiled step** (``torch.compile``, CUDA graphs).
+  G completions, with the dynamic cache and the static one alike;
+* on CUDA, decodes with a **static KV cache and a compiled step** (``torch.compile``, CUDA graphs), and checks for
+  finished completions only every ``trainer.fast_generation_stop_check_every`` tokens (a check waits for the GPU).
 
 With ``trainer.greedy_member`` one completion of each group is decoded greedily (the answer an evaluation
 scores) while the others sample; TRL's own path has no such option, so the key is refused at start-up where this
@@ -255,20 +256,26 @@ class FastGenerator:
     """Prefill then a token-by-token decode loop on ``model`` (a plain model in eval mode).
 
     ``static_cache`` preallocates the KV cache for the whole rollout and ``compile_decode`` compiles the decode
-    step (CUDA graphs on a GPU); both default to on for CUDA only. With the static cache the prefill runs on the
-    full batch (the cache is written in place at fixed addresses); with the dynamic cache, once per distinct
-    prompt, and the cache is then repeated for the prompt's completions.
+    step (CUDA graphs on a GPU); both default to on for CUDA only. The prefill runs once per distinct prompt and
+    its keys and values are then repeated for the prompt's completions: into the dynamic cache, or written into
+    the static one in place (its tensors keep their addresses). ``stop_check_every``: decode steps between checks
+    for whether every row has ended (on an accelerator each check waits for it).
     """
 
     def __init__(self, model: torch.nn.Module, *, static_cache: bool | None = None,
                  compile_decode: bool | None = None,
                  max_cached_shapes: int = default_of(OnlineTrainerConfig, "fast_generation_cache_shapes"),
+                 stop_check_every: int = default_of(OnlineTrainerConfig, "fast_generation_stop_check_every"),
                  compile_backend: str = "inductor"):
         if max_cached_shapes < 1:
             raise ValueError(f"max_cached_shapes must be at least 1, got {max_cached_shapes}")
+        if stop_check_every < 1:
+            raise ValueError(f"stop_check_every must be at least 1, got {stop_check_every}")
         self.model = model
         self.cache_keyword = cache_keyword(unwrap(model))
         on_cuda = next(model.parameters()).is_cuda
+        self.stop_check_every = stop_check_every
+        self.decode_steps = 0  # decode steps (forward passes after the prefill) of the latest rollout
         self.static_cache = on_cuda if static_cache is None else static_cache
         sliding = has_sliding_window(model.config)
         if compile_decode is None:
@@ -335,28 +342,29 @@ class FastGenerator:
         batch, prompt_len = ids.shape
         # transformers' generate numbers positions from the first real token (left padding counts 0).
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        unique, index = shared_prompts(prompt_ids, prefill_inputs)
+        first_rows = [index.index(u) for u in range(len(unique))]
+        # A static cache is filled from a plain dynamic one (full-length layers): a sliding-window layer's dynamic
+        # cache keeps only the window, and the static layer needs the whole prompt to place it as its prefill would.
+        prefill_cache = DynamicCache() if self.static_cache else DynamicCache(config=self.model.config)
+        with prefill_context(self.model, first_rows):
+            logits = self.model(input_ids=ids[first_rows], attention_mask=mask[first_rows],
+                                position_ids=positions[first_rows], **{self.cache_keyword: prefill_cache},
+                                use_cache=True, logits_to_keep=1).logits[:, -1, :]
+        rows = torch.tensor(index, device=device)
+        logits = logits.index_select(0, rows)
         if self.static_cache:
             total = prompt_len + max_new_tokens
             total = -(-total // 64) * 64  # round up, so prompts of nearby lengths reuse a compiled step
             cache = self._static_cache(batch, total)
+            fill_static_cache(cache, prefill_cache, rows)
             full_mask = torch.cat([mask, mask.new_ones(batch, total - prompt_len)], dim=1)
-            with prefill_context(self.model, list(range(batch))):
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         else:
-            unique, index = shared_prompts(prompt_ids, prefill_inputs)
-            first_rows = [index.index(u) for u in range(len(unique))]
-            u_ids, u_mask, u_pos = ids[first_rows], mask[first_rows], positions[first_rows]
-            cache = DynamicCache(config=self.model.config)
-            with prefill_context(self.model, first_rows):
-                logits = self.model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos,
-                                    **{self.cache_keyword: cache}, use_cache=True, logits_to_keep=1).logits[:, -1, :]
-            rows = torch.tensor(index, device=device)
+            cache = prefill_cache
             if len(unique) != batch:
                 for layer in cache.layers:
                     layer.keys = layer.keys.index_select(0, rows)
                     layer.values = layer.values.index_select(0, rows)
-            logits = logits.index_select(0, rows)
             full_mask = torch.cat([mask, mask.new_ones(batch, max_new_tokens)], dim=1)
         greedy = None  # a mask only where rows are greedy: the decode loop stays as it was without them
         if greedy_rows:
@@ -371,8 +379,11 @@ class FastGenerator:
         processors = sampling.processors()
         eos = torch.tensor(list(eos_ids), device=device)
         unfinished = torch.ones(ids.size(0), dtype=torch.bool, device=device)
+        # Made once: a tensor built from a Python int at each step would be a host-to-device copy that waits.
+        cache_positions = torch.arange(prompt_len, prompt_len + max_new_tokens, device=device)
         sequence = ids
         generated = []
+        self.decode_steps = 0
         for step in range(max_new_tokens):
             scores = processors(sequence, logits.float())
             if sampling.do_sample:
@@ -385,13 +396,15 @@ class FastGenerator:
             generated.append(token)
             sequence = torch.cat([sequence, token[:, None]], dim=1)
             unfinished &= ~torch.isin(token, eos)
-            if not bool(unfinished.any()) or step == max_new_tokens - 1:
+            if step == max_new_tokens - 1 or ((step + 1) % self.stop_check_every == 0
+                                              and not bool(unfinished.any())):
                 break
             cur = prompt_len + step
             attention = full_mask if self.static_cache else full_mask[:, : cur + 1]
             graphs = _compiled_graphs() if self.compile_decode else 0
             logits = self._step(token[:, None], last_position + step + 1, attention,
-                                torch.tensor([cur], device=device), cache).clone()
+                                cache_positions[step:step + 1].clone(), cache).clone()
+            self.decode_steps += 1
             if self.compile_decode:
                 self.compiles += _compiled_graphs() - graphs
         completions = torch.stack(generated, dim=1).tolist()
@@ -401,6 +414,17 @@ class FastGenerator:
             end = next((i for i, t in enumerate(row) if t in stops), len(row) - 1)
             out.append(row[: end + 1])
         return out
+
+
+def fill_static_cache(cache: StaticCache, prefill: DynamicCache, rows: torch.Tensor) -> None:
+    """Write each distinct prompt's prefilled keys and values into the static cache for every row of its group
+    (``rows``: each row's distinct prompt), through each layer's own update, as a prefill of the full batch would:
+    the cache then holds what it would have held, at the addresses it had."""
+    if len(cache.layers) != len(prefill.layers):
+        raise ValueError(f"the prefill filled {len(prefill.layers)} cache layers, the static cache has "
+                         f"{len(cache.layers)}")
+    for target, source in zip(cache.layers, prefill.layers):
+        target.update(source.keys.index_select(0, rows), source.values.index_select(0, rows))
 
 
 def cache_keyword(model: torch.nn.Module) -> str:
@@ -437,12 +461,15 @@ class FastGenerationMixin:
     def __init__(self, *args, fast_generation: bool = default_of(OnlineTrainerConfig, "fast_generation"),
                  generation_merged_copy: bool = default_of(OnlineTrainerConfig, "generation_merged_copy"),
                  fast_generation_cache_shapes: int = default_of(OnlineTrainerConfig, "fast_generation_cache_shapes"),
+                 fast_generation_stop_check_every: int = default_of(OnlineTrainerConfig,
+                                                                    "fast_generation_stop_check_every"),
                  greedy_member: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fast_generation = fast_generation
         self.greedy_member = greedy_member
         self.generation_merged_copy = generation_merged_copy
         self.fast_generation_cache_shapes = fast_generation_cache_shapes
+        self.fast_generation_stop_check_every = fast_generation_stop_check_every
         self._compiles_logged = 0
         self._merged: MergedCopy | None = None
         self._fast: FastGenerator | None = None
@@ -471,8 +498,11 @@ class FastGenerationMixin:
                 log.info("fast generation without a merged copy (%s): the adapter stays unmerged", reason)
             if quantized(trained):  # refused at start-up (config.check_fast_generation); here for direct use
                 raise ValueError(QUANTIZED_REFUSAL)
-            self._fast = FastGenerator(self._merged.model if self._merged else trained,
-                                       max_cached_shapes=self.fast_generation_cache_shapes)
+            model = self._merged.model if self._merged else trained
+            # On CPU a check reads memory the host already holds: checking every token costs nothing.
+            on_cpu = next(model.parameters()).device.type == "cpu"
+            self._fast = FastGenerator(model, max_cached_shapes=self.fast_generation_cache_shapes,
+                                       stop_check_every=1 if on_cpu else self.fast_generation_stop_check_every)
         elif self._merged is not None:
             self._merged.refresh()  # the shared copy: an evaluation between two rollouts refreshes it too
         return self._fast.model
