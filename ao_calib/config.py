@@ -44,13 +44,12 @@ class LoraConfig(Checked):
     dropout: float = setting(0.05, "Dropout on the LoRA input.", allowed=within(0, 1, high_open=True))
     target_modules: list[str] = setting(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                                         "Module names the adapter wraps.")
-    layers: Optional[int] = setting(None, "LoRA on the last N decoder layers only (the design note's --lora-layers); "
-                                    "null: every layer.", allowed=at_least(1))
+    layers: Optional[int] = setting(None, "LoRA on the last N decoder layers only; null: every layer.",
+                                    allowed=at_least(1))
     modules_to_save: list[str] = setting(
         [], "Modules trained whole beside the adapter and saved with it (peft's modules_to_save), e.g. "
-        "[embed_tokens]. A random tiny model's embeddings (tied to its output layer) are random: trained with the "
-        "adapter, a warm-up teaches it function-call syntax that LoRA on the decoder layers alone does not reach. "
-        "Real models need none.")
+        "[embed_tokens]: a tiny random model's embeddings must learn function-call syntax that LoRA on the decoder "
+        "layers alone does not reach. Real models need none.")
 
 
 @dataclass
@@ -110,10 +109,9 @@ class ModelConfig(Checked):
                                           "bitsandbytes (CUDA only); null: full weights.")
     gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass (less memory).")
     max_micro_batch_size: Optional[int] = setting(
-        None, "At most this many completions (or SFT rows) per forward/backward pass where a stage leaves its own "
-        "micro_batch_size null: the largest divisor of the step's examples up to this number. A model too big to "
-        "train a whole step at once on its usual machine sets it (SmolLM2 on a 24 GB CPU machine: a GRPO step of 32 "
-        "completions at once needs ~30 GB); null: the whole step in one pass. trainer.micro_batch_size overrides.",
+        None, "At most this many completions (or SFT rows) per forward/backward pass where a stage leaves "
+        "micro_batch_size null: the largest divisor of the step's examples up to this number. Set it where a whole "
+        "step does not fit in memory; null: one pass. trainer.micro_batch_size overrides.",
         allowed=at_least(1))
     num_hidden_layers: int = setting(MISSING, "Decoder layers; checked against the loaded model, and layer "
                                      "percents are taken of it.", allowed=at_least(1))
@@ -195,8 +193,7 @@ class EvalConfig(Checked):
     """Held-out evaluation: before training, after the warm-up, during training and at the end."""
 
     enabled: bool = setting(True, "Evaluate on the held-out split at all.")
-    initial: bool = setting(True, "Also evaluate before training (the design note's --no_initial_eval is "
-                            "eval.initial=false).")
+    initial: bool = setting(True, "Also evaluate before training.")
     after_warmup: bool = setting(True, "Evaluate after the warm-up stage too (eval_warmup.json).")
     every_steps: Optional[int] = setting(None, "Also evaluate during training, every this many optimiser steps "
                                          "of each stage (val/<metric> in metrics.jsonl; a warm-up's are tagged "
@@ -218,18 +215,15 @@ class EvalConfig(Checked):
                                            "optimises when it samples at that temperature.", allowed=at_least(0))
     seed: int = setting(0, "Seed of sampled evaluations and of drawn held-out samples.")
     merged_copy: bool = setting(True, "Generate from the LoRA adapter merged into a copy of the projections it "
-                                "adapts (plain matmuls: 0.88 of the unmerged time on SmolLM2 on a CPU, "
-                                "BENCHMARKS.md). The copy stays in memory for the run, shared with "
-                                "trainer.fast_generation's; skipped where the model is sharded or quantized. "
-                                "false: the unmerged adapter, no copy.")
+                                "adapts (plain matmuls, faster; the copy stays in memory, shared with "
+                                "trainer.fast_generation's). Skipped where the model is sharded or quantized. false: "
+                                "the unmerged adapter. See docs/performance.md.")
     mismatches_printed: int = setting(3, "Wrong answers printed after each evaluation.", allowed=at_least(0))
     confidence_decoding: ConfidenceDecoding = setting(
-        ConfidenceDecoding.most_likely, "(Tasks that state a confidence, greedy evaluation) The number in the tag. "
-        "most_likely: greedy, as every other token. expected: the number of the task's scale (the oracle: "
-        "task.sft_confidences) nearest the mean of the model's own distribution over it, the statement the "
-        "calibration reward's squared penalty expects to charge least (ao_calib.calibration.decoding); mean: that "
-        "mean itself, rounded to a whole number 0-100 (no rounding to the scale's steps of 10, fewer rows tied). The "
-        "answer after the number stays greedy.")
+        ConfidenceDecoding.most_likely, "(Tasks that state a confidence, greedy evaluation) How the tag's number is "
+        "chosen: most_likely (greedy), expected (the scale's number nearest the mean of the model's distribution "
+        "over it) or mean (that mean, rounded to a whole number). The answer stays greedy. See "
+        "docs/concepts/oracle.md.")
 
 
 @dataclass

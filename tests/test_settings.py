@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 import pytest
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ao_calib.cli_help import registered_schemas, settings_page, settings_sections, topic_help
@@ -18,6 +19,7 @@ from tests.conftest import PROJECT_ROOT, run_cli
 from tests.test_config import composed, options
 
 SETTINGS_PAGE = PROJECT_ROOT / "docs" / "reference" / "settings.md"
+HELP_LIMIT = 300  # characters: what a key does in one or two sentences
 
 # Keys every option of their group names itself: no default can serve (which model, which files, which class).
 REQUIRED = {"model.name", "model.num_hidden_layers", "model.gguf.distribution", "model.gguf.file", "task.name",
@@ -70,6 +72,34 @@ def test_every_field_of_every_schema_has_help_text():
             if not any(helps):
                 missing.append(f"{owner.__name__}.{field.name}")
     assert missing == []
+
+
+def every_registered_schema() -> set[type]:
+    """Every schema in Hydra's ConfigStore and every plug-in's, nested ones included."""
+    found = schemas_in_use()
+
+    def stored(node):
+        for value in node.values():
+            if isinstance(value, dict):
+                yield from stored(value)
+            else:
+                yield OmegaConf.get_type(value.node)
+
+    todo = [t for t in stored(ConfigStore.instance().repo) if isinstance(t, type) and dataclasses.is_dataclass(t)]
+    while todo:
+        schema = todo.pop()
+        if schema not in found:
+            found.add(schema)
+            todo += [n for hint in type_hints(schema).values() if (n := nested_schema(hint)) is not None]
+    return found
+
+
+def test_every_help_text_is_short():
+    too_long = [f"{schema.__name__}.{field.name}: {len(field.metadata.get(HELP, ''))}"
+                for schema in every_registered_schema() for field in dataclasses.fields(schema)
+                if len(field.metadata.get(HELP, "")) > HELP_LIMIT]
+    too_long += [f"group {group}: {len(what)}" for group, what, _ in settings_sections() if len(what) > HELP_LIMIT]
+    assert too_long == []
 
 
 def test_help_is_short_and_says_how_to_ask_for_more():

@@ -30,33 +30,22 @@ class CalibrationConfig(Checked):
     lam: float = setting(0.5, "λ in informativeness − λ·(confidence/100 − informativeness)²: how much a "
                          "miscalibrated confidence costs.", allowed=at_least(0))
     untagged_penalty: float = setting(
-        0.0, "A completion without a valid tag scores the formula at confidence 50 (the oracle design notes' rule), "
-        "so the judge's informativeness still counts, minus this penalty: a push towards the format.",
+        0.0, "A completion without a valid tag scores the formula at confidence 50, so the judge's informativeness "
+        "still counts, minus this penalty: a push towards the format.",
         allowed=at_least(0))
     credit: str = setting(
-        "sequence", "Which advantage the tokens of the number NN get in group-relative training (GRPO; the number is "
-        "written before the answer, so under plain GRPO most of its credit is the answer's right/wrong noise). "
-        "sequence: every token shares its completion's advantage (GRPO as published; the design notes' recipe). "
-        "calibration: the number's tokens get the group-normalised −(confidence/100 − informativeness)² of their "
-        "own completion; every other token keeps the whole reward's advantage. group: the same, against the mean "
-        "informativeness of the other completions of the group (the oracle's hit rate on that question and those "
-        "activations) instead of its own answer's: the same best confidence, without the coin flip of one answer. "
-        "probability: the same, against that chance computed from the policy's own probabilities of the answers "
-        "the group wrote (each distinct answer's mean probability times its mean informativeness, summed) instead "
-        "of counted: graded, without the draw's noise (ao_calib.trainers.credit).", allowed=one_of(*CREDIT_RULES))
+        "sequence", "Which advantage the stated number's tokens get in GRPO: sequence (the completion's own, as "
+        "published), calibration (the group-normalised −(confidence/100 − informativeness)² of its completion), "
+        "group (against the group's mean) or probability (against the policy's odds). See docs/concepts/oracle.md.",
+        allowed=one_of(*CREDIT_RULES))
     credit_scale: str = setting(
         "batch", "How the number's advantages (credit calibration, group or probability) are scaled after centring "
-        "within each group: batch (divided by the std over the whole batch), group (by each group's own std, TRL's "
-        "default scale_rewards) or none. Not group by default: a group's target hit rate is often 0 or 1 (an oracle "
-        "that answers a question the same way every time), and dividing by each group's std gives a group that pushes "
-        "the number up the same force as one that pushes it down, whatever the number: the squared error no "
-        "longer pulls it towards the hit rate (tests/test_confidence_credit.py; BENCHMARKS.md, \"GRPO's levels, "
-        "fifth round\").", allowed=one_of("batch", "group", "none"))
+        "in each group: batch (by the batch's std), group (by each group's own std, TRL's scale_rewards) or none. "
+        "Why not group: docs/concepts/oracle.md.", allowed=one_of("batch", "group", "none"))
     number_only: bool = setting(
         False, "With credit calibration, group or probability: true gives every token but the number's an advantage "
-        "of 0, so group-relative training moves the stated number alone and leaves the answers to the warm-up (apart "
-        "from what the shared adapter weights carry over; a KL term, trainer.beta, still reaches every token). false: "
-        "the other tokens keep the whole reward's advantage (the design notes' recipe).")
+        "of 0, so GRPO moves the stated number alone (a KL term still reaches every token); false: the other tokens "
+        "keep the whole reward's advantage.")
 
     def __post_init__(self) -> None:
         super().__post_init__()

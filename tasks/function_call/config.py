@@ -29,33 +29,28 @@ class GeneratedDataConfig(Checked):
         "cannot answer it, where the right answer is no call (`[]` or a sentence saying so). 0: none.",
         allowed=within(0, 1, high_open=True))
     bfcl_synthetic: float = setting(
-        0.0, "data.format=bfcl: the share of generated training cases whose functions are made up (namespace, verb, "
-        "object and typed parameters drawn from word lists: ao_calib_tasks.function_call.synthetic) instead of "
-        "taken from the 26 hand-written ones, so that the warm-up teaches reading a doc rather than memorising a "
-        "library. Held-out generated cases keep the hand-written library. 0: none.", allowed=within(0, 1))
+        0.0, "data.format=bfcl: the share of generated training cases whose functions are made up from word lists "
+        "(ao_calib_tasks.function_call.synthetic) instead of taken from the 26 hand-written ones, so the warm-up "
+        "teaches reading a doc, not memorising a library. Held-out cases keep the hand-written ones.",
+        allowed=within(0, 1))
     bfcl_near_miss: float = setting(
-        0.0, "data.format=bfcl: the share of generated training irrelevance cases whose function doc is a near "
-        "miss (named with the same verb as the function the query needs, or taking a parameter of the same name), "
-        "as most of BFCL's irrelevance cases are (`calculate_time` for \"What's the time right now?\"), instead of "
-        "any function the query does not need. Held-out generated cases keep the random one. 0: none.",
+        0.0, "data.format=bfcl: the share of generated training irrelevance cases whose function doc is a near miss "
+        "(the same verb as the function the query needs, or a parameter of the same name), as most of BFCL's are, "
+        "instead of any unneeded function. Held-out cases keep the random one. 0: none.",
         allowed=within(0, 1))
     bfcl_parallel_each: float = setting(
         0.0, "data.format=bfcl, with bfcl_synthetic > 0: the share of made-up functions' parallel queries (one "
-        "function called 2-4 times) that give every call its own arguments, as BFCL's parallel queries do (\"in "
-        "Paris for the year 2001; and in Tokyo for the year 1999\", or \"... in Paris and Tokyo for the year 2001 "
-        "and 1999, respectively\"), instead of varying one argument. Training cases only. 0: none.",
+        "function called 2-4 times) that give every call its own arguments, as BFCL's parallel queries do, instead "
+        "of varying one argument. Training cases only. 0: none.",
         allowed=within(0, 1))
     bfcl_context: float = setting(
-        0.0, "data.format=bfcl: the share of generated training cases (irrelevance cases alike) whose query is set "
-        "in one or two sentences of context that change nothing in the answer (\"This is for a school project I'm "
-        "working on this week. ...\"), sometimes with a closing line or in quotation marks, as BFCL's longer queries "
-        "are: the generator's bare requests are seldom over 200 characters, a fifth of BFCL's are, and without such "
-        "cases a long request is new to the model. Training cases only. 0: none.", allowed=within(0, 1))
+        0.0, "data.format=bfcl: the share of generated training cases whose query is set in one or two sentences of "
+        "context that change nothing in the answer, as BFCL's longer queries are, so that a long request is not new "
+        "to the model. Training cases only. 0: none.", allowed=within(0, 1))
     bfcl_parallel_story: float = setting(
-        0.0, "data.format=bfcl, with bfcl_synthetic > 0: the share of made-up functions' parallel queries (those "
-        "bfcl_parallel_each leaves) told one sentence a call, as BFCL's longer parallel queries are (\"Can you get the "
-        "population for each of them? The first one is in Paris for the year 2001. The second one is in Tokyo for the "
-        "year 1999.\"), every call its own arguments. Training cases only. 0: none.", allowed=within(0, 1))
+        0.0, "data.format=bfcl, with bfcl_synthetic > 0: the share of the parallel queries bfcl_parallel_each leaves "
+        "that are told one sentence per call, as BFCL's longer parallel queries are, every call with its own "
+        "arguments. Training cases only. 0: none.", allowed=within(0, 1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,27 +75,25 @@ class FunctionCallDataConfig(Checked):
     test_path: Optional[str] = setting(None, "Held-out rows; a test_path alone replaces only the generated held-out "
                                        "split.")
     extra_test_path: Optional[str] = setting(
-        None, "A second held-out set scored with every evaluation (initial, after the warm-up, final): BFCL question "
-        "files or a folder in BFCL's layout (data.format=bfcl), or rows (data.format=rows). Never trained on. Its "
-        "scores go into eval_<tag>.json under \"extra_test\" and its rows into eval_predictions_<tag>_extra.jsonl.")
+        None, "A second held-out set scored with every evaluation, never trained on: BFCL question files or a "
+        "BFCL-layout folder (data.format=bfcl), or rows (data.format=rows). Scores go into eval_<tag>.json under "
+        "\"extra_test\", rows into eval_predictions_<tag>_extra.jsonl.")
     extra_validation_path: Optional[str] = setting(
-        None, "What data.eval_split=validation scores in place of extra_test_path, in the same format: a second "
-        "held-out set drawn apart from it (bench/data/bfcl_v4_real_validation: real BFCL cases none of which is in "
-        "the test fixture), so that settings are chosen on real cases without scoring the test fixture. Never "
-        "trained on. null: the validation run scores no extra set.")
+        None, "What data.eval_split=validation scores in place of extra_test_path, in the same format: a held-out "
+        "set drawn apart from it (e.g. bench/data/bfcl_v4_real_validation), so settings are chosen on real cases "
+        "without scoring the test set. Never trained on. null: no extra set.")
     bfcl_docs: str = setting(
-        "indented", "data.format=bfcl: how the function docs are written as JSON into the system turn, for training "
-        "and every evaluation alike: indented (four spaces a level, a line per key) or compact (one line, no space "
-        "after a separator; the same docs in 0.81 of the prompt tokens on SmolLM2's tokenizer, real BFCL cases). "
-        "A model trained on one style is evaluated on the same.", allowed=one_of(*DOCS_STYLES))
+        "indented", "data.format=bfcl: how the function docs are written as JSON into the system turn, in training "
+        "and evaluation alike: indented (four spaces a level, a line per key) or compact (one line, no spaces after "
+        "separators: fewer prompt tokens). Evaluate a model in the style it was trained on.",
+        allowed=one_of(*DOCS_STYLES))
     extra_test_samples: Optional[int] = setting(None, "Rows of the extra held-out set scored; null: all of it, else "
                                                 "a sample drawn with eval.seed.", allowed=at_least(1))
     generate: GeneratedDataConfig = setting(factory=GeneratedDataConfig, help="The offline generator.")
     eval_split: str = setting(
-        "test", "The held-out split every evaluation scores: test for reported numbers; validation (data.format=bfcl, "
-        "generated cases) scores generate.n_test cases of a third split drawn apart from train and test, for choosing "
-        "settings, and scores extra_validation_path in place of extra_test_path, so that the test split and the "
-        "real test cases are scored once.",
+        "test", "The held-out split every evaluation scores: test (for reported numbers) or validation "
+        "(data.format=bfcl, generated cases: a third split drawn apart from train and test, for choosing settings; "
+        "it scores extra_validation_path in place of extra_test_path).",
         allowed=one_of("test", "validation"))
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))
@@ -122,10 +115,8 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
                              "data.format=bfcl, or leave min_no_call_probability null")
     min_no_call_probability: Optional[float] = setting(
         None, "Evaluation (greedy decoding), data.format=bfcl: answer with no call (nothing or `[]`) only where the "
-        "model's own probability of that answer is at least this, else with its best answer that is not empty "
-        "(ao_calib_tasks.function_call.no_call). A model trained on irrelevance cases answers `[]` where it cannot "
-        "work out a call; this asks it to be sure first. Training is unchanged. Choose it on the validation split "
-        "(bench/bfcl_no_call.py prints what each value gives). null: the greedy answer as it is.",
+        "model's own probability of that answer is at least this, else with its best non-empty answer. Training is "
+        "unchanged; choose it on the validation split (bench/bfcl_no_call.py). null: greedy.",
         allowed=within(0, 1, low_open=True))
     strict_format: bool = setting(True, "BFCL scoring: true rejects prose or a fenced block around the call, as "
                                   "BFCL's decoder does; false takes the first call list found in a fenced block or "

@@ -25,18 +25,15 @@ class OracleGeneratedDataConfig(Checked):
     n_validation_prompts: int = setting(0, "Prompts of a third disjoint split, for choosing settings "
                                         "(task.data.eval_split=validation scores it).", allowed=at_least(0))
     stated_fraction: float = setting(
-        1.0, "Each prompt's topic and mood are written into its text with this probability; a question about an "
-        "unstated fact keeps its drawn answer, which nothing in the activations holds (a coin flip for any oracle). "
-        "Below 1, readability varies between rows of one question text, and only the activations tell which row is "
-        "which.", allowed=within(0, 1, low_open=True))
+        1.0, "The probability that a prompt's topic and mood are written into its text. A question about an unstated "
+        "fact keeps its drawn answer, which nothing in the activations holds (a coin flip for any oracle).",
+        allowed=within(0, 1, low_open=True))
     phrasings: int = setting(1, "Wordings per question kind (1: one wording; up to 4 for topics), so that the "
                              "question texts are many.", allowed=at_least(1))
     length_matched: bool = setting(
-        True, "With stated_fraction < 1: an unstated topic is a request naming none in the stated topics' own "
-        "templates, and an unstated mood leaves a neutral sentence of a mood sentence's length, so that a prompt's "
-        "length (the number of activation vectors with activations.positions=full) does not tell whether it states "
-        "a fact. false: the earlier prompts (a fixed vague request, no sentence for an unstated mood), whose length "
-        "gives readability away.")
+        True, "With stated_fraction < 1: unstated facts leave text of the same length (a request naming no topic, a "
+        "neutral sentence for a mood), so that a prompt's length does not tell whether it states a fact. false: the "
+        "older, shorter prompts.")
 
 
 @dataclass
@@ -64,7 +61,7 @@ class OracleDataConfig(Checked):
         allowed=one_of("test", "validation"))
     withhold_answers: bool = setting(
         False, "Treat generated or labelled rows as WildChat rows: answers withheld from reward and evaluation, the "
-        "judge alone scores (the seed's setting, offline; and a way to compare a judge with known labels).")
+        "judge alone scores (offline, as in oracle_seed_tiny; also a way to compare a judge with known labels).")
 
 
 @dataclass
@@ -81,20 +78,18 @@ class OracleActivationsConfig(Checked):
     window_max: int = setting(10, "positions=window: the longest window, in tokens (at least window_min).",
                               allowed=at_least(1))
     skip_first: int = setting(
-        0, "Leading tokens of the templated prompt never read, whatever the rule. The first token of most decoders is "
-        "an attention sink whose residual norm dwarfs every other (SmolLM2 at layer 15: about 25,000 against 150-250): "
-        "read, it carries nothing about the prompt, and with center=true it all but makes the training mean.",
+        0, "Leading tokens of the templated prompt never read, whatever the rule: the first token of most decoders "
+        "is an attention sink whose large norm carries nothing about the prompt (and would dominate the mean with "
+        "center=true).",
         allowed=at_least(0))
     batch_size: int = setting(16, "Target prompts per forward pass when the activations are collected.",
                               allowed=at_least(1))
     cache: bool = setting(True, "Cache the activations as safetensors under paths.cache_dir/activations, shared by "
                           "every run and sweep job.")
     center: bool = setting(
-        False, "Subtract the mean vector of the training prompts (per layer) from every vector before it is "
-        "injected. A model whose residual stream is dominated by a direction shared by every token (SmolLM2 at "
-        "layer 15: the mean vector's norm is 130 of a typical 170, two dimensions near 80, the same position of two "
-        "prompts at cosine 0.98) gives, after norm-matching, nearly the same injected direction for every prompt; "
-        "centring leaves what differs between prompts. Not in the reference (false: its behaviour).")
+        False, "Subtract the training prompts' mean vector (per layer) from every vector before injection, so that "
+        "what differs between prompts survives norm-matching where one direction dominates the residual stream. "
+        "false: as in the Activation Oracle reference code. See docs/concepts/oracle.md.")
 
 
 @dataclass
@@ -108,7 +103,8 @@ class ClassificationEvalConfig(Checked):
     datasets: list[str] = setting(["geometry_of_truth", "relations", "sst2", "md_gender", "snli", "ag_news", "ner",
                                    "tense", "singular_plural"], "The suite's datasets; one whose data is missing "
                                   "is skipped with its reason.")
-    data_dir: Optional[str] = setting(None, "The reference repo's data files (gmt/, relations/, tense/, ...).")
+    data_dir: Optional[str] = setting(None, "The classification suite's data files (gmt/, relations/, tense/, ...), "
+                                      "as in the Activation Oracle reference code (adamkarvonen/activation_oracles).")
     n_per_dataset: int = setting(250, "Rows scored per dataset.", allowed=at_least(1))
     seed: int = setting(0, "Seed of the rows drawn from each dataset.")
 
@@ -149,13 +145,14 @@ class OracleTaskConfig(TaskConfig):
 
     config_key = "task"
 
-    layer_percents: list[int] = setting([25, 50, 75], "Activations are read at these depths (percent of the "
-                                        "decoder layers), each in (0, 100); 25/50/75 as in the reference.")
+    layer_percents: list[int] = setting([25, 50, 75], "Activations are read at these depths (percent of the decoder "
+                                        "layers), each in (0, 100); 25/50/75 as in the Activation Oracle reference "
+                                        "code.")
     data: OracleDataConfig = setting(factory=OracleDataConfig, help="Where the rows come from.")
     activations: OracleActivationsConfig = setting(factory=OracleActivationsConfig, help="Which activations of the "
                                                    "target prompt the oracle reads.")
-    injection_layer: int = setting(1, "Activations are injected at the output of this decoder layer (the reference: "
-                                   "1).", allowed=at_least(0))
+    injection_layer: int = setting(1, "Activations are injected at the output of this decoder layer (1 in the "
+                                   "Activation Oracle reference code).", allowed=at_least(0))
     steering_coefficient: float = setting(1.0, "The injected vector's norm, as a multiple of the norm of the hidden "
                                           "state at its position (added to it or replacing it: model.steering_mode).")
     calibration: CalibrationConfig = setting(factory=CalibrationConfig, help="The calibration reward's rule.")
@@ -164,80 +161,58 @@ class OracleTaskConfig(TaskConfig):
         "warm-up teaches the format, and calibration is left to GRPO.")
     sft_readable_only: bool = setting(
         False, "warmup=sft trains only on rows whose answer the prompt's text holds (`readable` in generated rows; "
-        "rows without the field count as readable). A row about an unstated fact has a coin-flip label: in the "
-        "warm-up it teaches the oracle to guess, and it slows the reading it is there to teach. GRPO still sees "
-        "every row: the stated confidence is learned where reading fails too.")
+        "rows without the field count as readable): a coin-flip label would teach guessing. GRPO still sees every "
+        "row.")
     sft_open_fraction: float = setting(
-        0.0, "warmup=sft asks this share of its rows (those of generated data, whose fact is known) as an open "
-        "question about the same fact (\"What is the user's mood?\" -> \"positive\") in place of the yes/no one. A "
-        "yes/no answer needs the oracle to read the fact and compare it with the question at once, which it learns "
-        "late and abruptly; the open answer is the fact itself, read directly. Training rows only: evaluation and "
-        "GRPO keep the yes/no questions.", allowed=within(0, 1))
+        0.0, "warmup=sft asks this share of its generated rows as an open question about the same fact (\"What is "
+        "the user's mood?\" -> \"positive\") instead of the yes/no one: the open answer is the fact itself, which "
+        "the oracle learns to read sooner. Training rows only.", allowed=within(0, 1))
     sft_open_unstated: bool = setting(
-        False, "warmup=sft also trains on the rows whose fact the prompt does not state (generated rows, `readable: "
-        "false`), each asked as the open question about that fact with the answer \"not stated\" (never as its "
-        "yes/no question, whose label is a coin flip), kept even with sft_readable_only: the oracle learns to read "
-        "that a fact is absent, which a stated confidence can then follow. Training rows only.")
+        False, "warmup=sft also trains on the generated rows whose fact the prompt does not state, asked as the open "
+        "question with the answer \"not stated\" (kept even with sft_readable_only): the oracle learns to read that "
+        "a fact is absent. Training rows only.")
     sft_unstated_tag_only: bool = setting(
-        False, "warmup=sft also keeps the yes/no rows whose fact the prompt does not state (generated rows, `readable: "
-        "false`), even with sft_readable_only, with their answer out of the loss (its label is a coin flip) and "
-        "their tag in it: with warmup.confidence_loss=calibration the number learns, from the oracle's own "
-        "probability of the coin's answer, that it is right about half the time there. Training rows only; not "
-        "with sft_open_unstated, which asks those rows openly instead.")
+        False, "warmup=sft also keeps the yes/no rows about unstated facts (even with sft_readable_only), their "
+        "coin-flip answer out of the loss and their tag in it, so the number can learn that the oracle is right "
+        "about half the time there. Training rows only; not with sft_open_unstated.")
     sft_none_fraction: float = setting(
-        0.0, "The share of warmup=sft's rows whose activations carry nothing: copies of its yes/no rows (each at most "
-        "once, chosen by the data seed) with random vectors of the same norms injected in place of the prompt's (the "
-        "`none` condition of the evaluation), asked as yes/no questions with the answer out of the loss (no input "
-        "tells it) and the tag in it: with warmup.confidence_loss=calibration the number learns, from the oracle's "
-        "own probability of that answer, how often it is right when it reads nothing. Train split only.",
+        0.0, "The share of warmup=sft's rows copied with random vectors of the same norms in place of the "
+        "activations (the `none` condition), their answer out of the loss and their tag in it: the number learns how "
+        "often the oracle is right when it reads nothing. Train split only.",
         allowed=within(0, 0.5))
     rl_none_fraction: float = setting(
-        0.0, "The share of the RL stage's training rows (GRPO) whose activations carry nothing: copies of training "
-        "rows (each row at most once, chosen by the data seed) with random vectors of the same norms injected in "
-        "place of the prompt's (the `none` condition of the evaluation). On them no answer beats a coin flip, so the "
-        "calibration reward teaches the oracle to state about chance when its input holds nothing; on a bed where "
-        "most rows are readable, the pushes towards 100 otherwise outnumber those towards chance. Train split only; "
-        "the warm-up never sees them (task.sft_none_fraction gives it its own). Counted after "
-        "task.rl_unreadable_fraction has chosen the rows.",
+        0.0, "The share of GRPO's training rows that are copies with random vectors of the same norms in place of "
+        "the activations (the `none` condition), where no answer beats a coin flip: the calibration reward teaches "
+        "stating about chance. Train split only; counted after rl_unreadable_fraction.",
         allowed=within(0, 0.5))
     rl_unreadable_fraction: float = setting(
-        0.0, "The share of the RL stage's training rows (GRPO) about facts the prompt does not state (`readable: "
-        "false`, generated data): every such row is kept and readable rows are left out at random (by the data seed) "
-        "until they make this share; 0 keeps every row. On a bed where most facts are stated, a coin-flip row is "
-        "rare in a batch and the confidence learns the level of the readable ones. Train split only; the warm-up "
-        "keeps every row.", allowed=within(0, 1, high_open=True))
+        0.0, "The share of GRPO's training rows about facts the prompt does not state (generated data): every such "
+        "row is kept and readable rows are left out at random until they make this share, so coin-flip rows are not "
+        "rare in a batch. 0 keeps every row. Train split only.", allowed=within(0, 1, high_open=True))
     rl_reserved_prompts: float = setting(
-        0.0, "The share of the training prompts (chosen by the data seed) kept for the RL stage alone: the warm-up "
-        "never trains on their rows and the RL stage trains on theirs only. The calibration reward moves the number "
-        "towards the oracle's hit rate on the rows it trains on; on prompts the warm-up fitted for many epochs that "
-        "rate is higher than on prompts it has not seen (the tiny oracle: 0.80 against 0.71 on its city questions), "
-        "so GRPO on them can teach a number too high for held-out prompts (on the quickstart it did not help: "
-        "BENCHMARKS.md). 0: both stages train on every prompt. Needs a warm-up; train split only.",
+        0.0, "The share of training prompts (chosen by the data seed) kept for the RL stage alone: the warm-up never "
+        "trains on them and GRPO trains on them only, so the hit rate GRPO sees is not raised by the warm-up's fit. "
+        "0: both stages use every prompt. Needs a warm-up; train split only.",
         allowed=within(0, 1, high_open=True))
     rl_expected_over_draw: bool = setting(
-        False, "GRPO scores a row the oracle cannot read (about an unstated fact, or on random vectors: generated "
-        "data, whose yes/no label is Yes or No with probability 1/2 each, whatever the prompt) by the judge's mean "
-        "score against each answer the label could have been, the expectation of its score over that draw: the "
-        "same expected reward without the coin's noise (on such a row the group's answers mostly agree, so the "
-        "credit the number gets from the rest of its group is 0 or 1). Evaluation scores against the label as "
-        "always. Train split only.")
+        False, "GRPO scores a row the oracle cannot read (an unstated fact, or random vectors; its label a fair "
+        "Yes/No draw) by the judge's mean score over the answers the label could have been: the same expected reward "
+        "without the coin's noise. Evaluation scores the label. Train split only.")
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "
                               "(the `none` condition): no oracle can beat chance there, so a calibrated one states "
                               "about chance.")
     baselines_logprob_platt: bool = setting(
-        True, "At the final evaluation (generated data with a validation split, scoring the test split): the "
-        "oracle's own answer probability, Platt-scaled on the validation split, as baselines.logprob_platt in every "
-        "predictions row and its AUROC/ECE in eval.json (baselines.logprob_platt): the classical confidence the "
-        "stated one must beat. A run scoring the validation split writes the probability raw instead "
-        "(baselines.logprob, with its AUROC), which ranks the rows as the Platt-scaled one would.")
+        True, "At the final evaluation (generated data with a validation split): the oracle's own answer "
+        "probability, Platt-scaled on the validation split, as baselines.logprob_platt in each predictions row and "
+        "its AUROC/ECE in eval.json. A run scoring the validation split writes it raw (baselines.logprob).")
     prompt: OraclePromptConfig = setting(factory=OraclePromptConfig, help="What is added to every oracle question.")
     stand_in: StandInOracleConfig = setting(factory=StandInOracleConfig, help="A tiny stand-in for a pretrained "
                                             "oracle adapter, for offline runs (tiny models only).")
-    classification: ClassificationEvalConfig = setting(factory=ClassificationEvalConfig, help="The reference's "
-                                                       "yes/no classification suite, scored in every evaluation "
-                                                       "when enabled.")
+    classification: ClassificationEvalConfig = setting(factory=ClassificationEvalConfig, help="The yes/no "
+                                                       "classification suite of the Activation Oracle reference "
+                                                       "code, scored in every evaluation when enabled.")
 
     def __post_init__(self):
         super().__post_init__()  # each field against its allowed values

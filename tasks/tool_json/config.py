@@ -25,18 +25,17 @@ class ToolJsonGeneratedDataConfig(Checked):
         "(data.eval_split=validation scores it); the test split is the same rows whatever this is. 0: none.",
         allowed=within(0, 0.5, high_open=True))
     code_quotes: str = setting(
-        "repr", "How the python rows' code writes its string literals: repr (as Python's repr, mostly single quotes, "
-        "with a few double-quoted ones), single or double (every literal alike: never an escape inside the JSON "
-        "answer, or the escape \\\" wherever the code holds a string). Only the quoting changes: the same prompts, "
-        "splits and values (ao_calib_tasks.tool_json.quoting).", allowed=one_of(*QUOTE_STYLES))
+        "repr", "How the python rows' code writes its string literals: repr (as Python's repr: mostly single "
+        "quotes), single or double (every literal alike). Only the quoting changes: the same prompts, splits and "
+        "values (ao_calib_tasks.tool_json.quoting).", allowed=one_of(*QUOTE_STYLES))
 
 
 @dataclass
 class ToolJsonDataConfig(Checked):
     """Where the rows come from."""
 
-    train_path: Optional[str] = setting(None, "Training rows in the tool-calling design notes' schema, as a JSON "
-                                        "array or JSONL (ao_calib_tasks.tool_json.data); null: generated data.")
+    train_path: Optional[str] = setting(None, "Training rows, one tool call each, as a JSON array or JSONL (the row "
+                                        "format: ao_calib_tasks.tool_json.data); null: generated data.")
     test_path: Optional[str] = setting(None, "Held-out rows in the same schema; null: generated data.")
     generate: ToolJsonGeneratedDataConfig = setting(factory=ToolJsonGeneratedDataConfig,
                                                     help="The offline generator.")
