@@ -9,70 +9,78 @@ The run's own result (``eval.json``, written when it finished) is never replaced
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ao_calib.commands import key_value_command
-from ao_calib.config import ConfidenceDecoding
+from ao_calib.commands import Command
+from ao_calib.config import ConfidenceDecoding, EvalConfig
 from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir
+from ao_calib.settings import ALLOWED, Checked, setting
 
 
-def _option(help_text: str, default=None):
-    return field(default=default, metadata={"help": help_text})
+def run_setting(name: str, help_text: str):
+    """An option that replaces the run's ``eval.<name>`` for this evaluation (null: the run's own), allowing what
+    ``eval.<name>`` allows."""
+    return setting(None, help_text, allowed=EvalConfig.__dataclass_fields__[name].metadata.get(ALLOWED))
+
+
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass
-class EvalArgs:
-    run_dir: str = field(metadata={"help": "the run directory to re-evaluate (required)"})
-    num_samples: Optional[int] = _option("held-out rows to evaluate (default: the run's eval.num_samples; all rows "
-                                         "when task.data.test_path= names another held-out set)")
-    adapter: Optional[str] = _option("adapter directory to evaluate (default: RUN/adapter; a checkpoint works)")
-    batch_size: Optional[int] = _option("generation batch size (default: the run's eval.batch_size)")
-    max_new_tokens: Optional[int] = _option("tokens generated per answer (default: the run's setting)")
-    temperature: Optional[float] = _option("0: greedy; above 0 samples from a fixed seed (default: the run's)")
-    confidence_decoding: Optional[ConfidenceDecoding] = _option(
-        "most_likely or expected: the tag's number in a greedy evaluation (default: the run's "
-        "eval.confidence_decoding)")
-    tag: Optional[str] = _option("name of this evaluation's files, eval_<tag>.json (default: reeval_<date>-<time>)")
-    overwrite: bool = _option("replace an evaluation that already has this tag", False)
-    task_overrides: list[str] = field(default_factory=list, metadata={
-        "help": "task.KEY=VALUE: the run's task settings for this evaluation, e.g. task.data.test_path=DIR "
-                "(another held-out set; a BFCL folder in BFCL's layout for task=function_call)"})
+class EvalArgs(Checked):
+    run_dir: str = setting(help="The run directory to re-evaluate.")
+    num_samples: Optional[int] = run_setting(
+        "num_samples", "Held-out rows to evaluate; null: the run's eval.num_samples (all rows when "
+        "task.data.test_path= names another held-out set).")
+    adapter: Optional[str] = setting(None, "The adapter directory to evaluate (a checkpoint works); null: "
+                                     "RUN/adapter.")
+    batch_size: Optional[int] = run_setting("batch_size", "Prompts generated at once; null: the run's "
+                                            "eval.batch_size.")
+    max_new_tokens: Optional[int] = run_setting("max_new_tokens", "Most new tokens per answer; null: the run's "
+                                                "eval.max_new_tokens (or its trainer's max_completion_length).")
+    temperature: Optional[float] = run_setting("temperature", "0: greedy; above 0 samples from eval.seed; null: the "
+                                               "run's eval.temperature.")
+    confidence_decoding: Optional[ConfidenceDecoding] = setting(
+        None, "How a greedy evaluation writes the number of a stated confidence (eval.confidence_decoding: "
+        "most_likely greedy, expected the scale's number nearest the model's mean, mean that mean rounded); null: "
+        "the run's.")
+    tag: Optional[str] = setting(None, "Name of this evaluation's files, eval_<tag>.json (letters, digits, _ . -); "
+                                 "null: reeval_<date>-<time>.")
+    overwrite: bool = setting(False, "Replace an evaluation that already has this tag.")
 
-
-def usage() -> str:
-    lines = ["usage: python -m ao_calib.eval run_dir=PATH [option=value ...]", "", (__doc__ or "").split("\n\n")[1].strip(),
-             "", "options:"]
-    for f in dataclasses.fields(EvalArgs):
-        name = "task.KEY=VALUE" if f.name == "task_overrides" else f.name
-        lines.append(f"  {name:<20} {f.metadata['help']}")
-    lines += ["", "example: python -m ao_calib.eval run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100",
-              "         python -m ao_calib.eval run_dir=RUN task.data.test_path=bench/data/bfcl_v4_real tag=bfcl_real"]
-    return "\n".join(lines)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.tag is not None and not TAG.fullmatch(self.tag):
+            raise AOCalibError(f"tag={self.tag}: use letters, digits, _, . and - only (it names files in the run "
+                               "directory), starting with a letter or digit")
 
 
 TASK_PREFIX = "task."
 TEST_PATH = "task.data.test_path"
 
+COMMAND = Command(
+    "ao_calib.eval", EvalArgs, "run_dir=PATH [option=value ...] [task.KEY=VALUE ...]",
+    (__doc__ or "").split("\n\n")[1].replace("\n", " ").replace("``", "`"),
+    examples=("run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100",
+              "run_dir=RUN task.data.test_path=bench/data/bfcl_v4_real tag=bfcl_real"),
+    passes_on=lambda word: word.startswith(TASK_PREFIX),
+    passed_help=(("task.KEY=VALUE", "The run's task settings changed for this evaluation, e.g. "
+                                    "task.data.test_path=DIR (another held-out set; for task=function_call a folder in "
+                                    "BFCL's layout is read as BFCL data). A key the run's task lacks is refused."),))
 
-def parse_args(argv: list[str]) -> EvalArgs:
-    if not argv:
-        raise AOCalibError("run_dir= is required\n\n" + usage())
-    original, argv = argv, [a for a in argv if not a.startswith(TASK_PREFIX)]  # task.*: task_overrides
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(EvalArgs), OmegaConf.from_dotlist(argv))
-        parsed = OmegaConf.to_object(merged)
-    except (OmegaConfBaseException, ValueError) as exc:
-        raise AOCalibError(f"bad arguments {argv}: {exc}".splitlines()[0] + "\n\n" + usage()) from None
-    parsed.task_overrides = [a for a in original if a.startswith(TASK_PREFIX)]
-    return parsed
+
+def parse_args(argv: list[str]) -> tuple[EvalArgs, list[str]]:
+    """The options and the ``task.KEY=VALUE`` overrides, every option checked."""
+    return COMMAND.parse(argv)
 
 
 def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
@@ -111,18 +119,24 @@ def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
     return tag
 
 
-def run_eval(args: EvalArgs) -> tuple[dict, str]:
-    """Evaluates and returns ``(metrics, tag)``."""
+def run_eval_settings(cfg) -> EvalConfig:
+    """The run's ``eval.*`` settings, typed: a key its saved config lacks (a run of an older version) takes the
+    schema's default, and a key the schema no longer has is left out."""
+    from ao_calib.config import typed
+
+    known = [f.name for f in dataclasses.fields(EvalConfig) if f.name in cfg.eval]
+    try:
+        return typed(OmegaConf.masked_copy(cfg.eval, known), EvalConfig)
+    except (OmegaConfBaseException, ValueError) as exc:
+        raise AOCalibError(f"the run's eval settings: {str(exc).splitlines()[0]}") from None
+
+
+def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -> tuple[dict, str]:
+    """Evaluates and returns ``(metrics, tag)``. Everything is checked before the model loads."""
     from ao_calib import models
     from ao_calib.calibration.decoding import expected_number_plan
-    from ao_calib.config import (
-        EvalConfig,
-        eval_max_new_tokens,
-        load_run_config,
-        refuse_expected_number_when_sampled,
-    )
+    from ao_calib.config import eval_max_new_tokens, load_run_config, refuse_expected_number_when_sampled
     from ao_calib.evaluation import evaluate
-    from ao_calib.settings import default_of
     from ao_calib.task_api import build_task
 
     run_dir = RunDir(args.run_dir)
@@ -130,24 +144,24 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
         raise AOCalibError(f"{run_dir} is not a run directory: {run_dir.config} is missing")
     tag = choose_tag(run_dir, args.tag, args.overwrite)
     cfg = load_run_config(run_dir.config)
-    if apply_task_overrides(cfg, args.task_overrides):
-        print(f"evaluating with the run's task settings changed: {' '.join(args.task_overrides)}", flush=True)
+    if apply_task_overrides(cfg, list(task_overrides)):
+        print(f"evaluating with the run's task settings changed: {' '.join(task_overrides)}", flush=True)
     adapter = Path(args.adapter) if args.adapter else run_dir.adapter
     if not (adapter / "adapter_config.json").exists():
         raise AOCalibError(f"no saved adapter at {adapter} (did the run finish? pass adapter=RUN/checkpoints/...)")
+    settings = run_eval_settings(cfg)
+    temperature = args.temperature if args.temperature is not None else settings.temperature
+    decoding = args.confidence_decoding or settings.confidence_decoding
+    refuse_expected_number_when_sampled(decoding, temperature)
     task = build_task(cfg)
     models.check_model_available(cfg.model)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source, cfg.model)
-    temperature = args.temperature if args.temperature is not None else cfg.eval.get("temperature")
-    decoding = args.confidence_decoding or cfg.eval.get("confidence_decoding",
-                                                        default_of(EvalConfig, "confidence_decoding"))
-    refuse_expected_number_when_sampled(decoding, temperature)
     expected_number_plan(task, tokenizer, decoding)  # refused before the model loads
     model = models.load_trained_model(cfg.model, source, adapter)
     data = task.build_data(tokenizer, model)
-    num_samples = args.num_samples or cfg.eval.num_samples
-    if args.num_samples is None and any(o.startswith(TEST_PATH + "=") for o in args.task_overrides):
+    num_samples = args.num_samples if args.num_samples is not None else settings.num_samples
+    if args.num_samples is None and any(o.startswith(TEST_PATH + "=") for o in task_overrides):
         # the run's eval.num_samples was sized for its own split, not for this folder: score all of it unless told
         num_samples = None
         print(f"scoring all {len(data.test)} rows of {OmegaConf.select(cfg, TEST_PATH)} (num_samples=N for fewer)",
@@ -155,13 +169,13 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
     metrics = evaluate(
         task, model, tokenizer, data,
         num_samples=num_samples,
-        batch_size=args.batch_size or cfg.eval.batch_size,
-        max_new_tokens=args.max_new_tokens or eval_max_new_tokens(cfg),
+        batch_size=args.batch_size if args.batch_size is not None else settings.batch_size,
+        max_new_tokens=args.max_new_tokens if args.max_new_tokens is not None else eval_max_new_tokens(cfg),
         chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
-        run_dir=run_dir, tag=tag, mismatches_printed=cfg.eval.mismatches_printed,
+        run_dir=run_dir, tag=tag, mismatches_printed=settings.mismatches_printed,
         temperature=temperature,
-        seed=cfg.eval.get("seed", 0),
-        merged_copy=cfg.eval.get("merged_copy", default_of(EvalConfig, "merged_copy")),
+        seed=settings.seed,
+        merged_copy=settings.merged_copy,
         confidence_decoding=decoding,
     )
     print(f"wrote {run_dir.eval_report(tag)} and {run_dir.predictions(tag).name} (tag={tag}); "
@@ -171,7 +185,7 @@ def run_eval(args: EvalArgs) -> tuple[dict, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return key_value_command(argv, usage, lambda args: run_eval(parse_args(args)))
+    return COMMAND.main(argv, run_eval)
 
 
 if __name__ == "__main__":

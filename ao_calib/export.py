@@ -16,45 +16,45 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from ao_calib.commands import key_value_command
+from ao_calib.commands import Command
 from ao_calib.errors import AOCalibError
 from ao_calib.offline import env_flag
 from ao_calib.run_dir import RunDir, read_json
+from ao_calib.settings import Checked, setting
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
 @dataclass
-class ExportArgs:
-    run_dir: str = field(metadata={"help": "the finished run to export (required)"})
-    merge: bool = field(default=False, metadata={"help": "merge the adapter into the base model"})
-    out: Optional[str] = field(default=None, metadata={"help": "output folder (default RUN/export[-merged])"})
-    push_to_hub: Optional[str] = field(default=None, metadata={
-        "help": "also upload the export to this hub model repository (OWNER/NAME; token from HF_TOKEN)"})
-    private: bool = field(default=True, metadata={"help": "create the hub repository private (with push_to_hub)"})
+class ExportArgs(Checked):
+    run_dir: str = setting(help="The finished run to export.")
+    merge: bool = setting(False, "Merge the adapter into the base model (loadable without peft).")
+    out: Optional[str] = setting(None, "The output folder, refused when it exists and is not empty; null: "
+                                 "RUN/export (RUN/export-merged with merge=true).")
+    push_to_hub: Optional[str] = setting(None, "Also upload the export to this hub model repository (OWNER/NAME; "
+                                         "the token from HF_TOKEN); null: no upload.")
+    private: bool = setting(True, "Create the hub repository private (with push_to_hub).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.push_to_hub is not None:
+            check_repo_id(self.push_to_hub)
 
 
-def usage() -> str:
-    lines = ["usage: python -m ao_calib.export run_dir=PATH [merge=true] [out=DIR] [push_to_hub=OWNER/NAME]", "",
-             (__doc__ or "").split("\n\n")[1].strip(), "", "options:"]
-    lines += [f"  {name:<12} {f.metadata['help']}" for name, f in ExportArgs.__dataclass_fields__.items()]
-    return "\n".join(lines)
+COMMAND = Command(
+    "ao_calib.export", ExportArgs, "run_dir=PATH [merge=true] [out=DIR] [push_to_hub=OWNER/NAME]",
+    (__doc__ or "").split("\n\n")[1].replace("\n", " ").replace("``", "`"),
+    examples=("run_dir=outputs/runs/function_call/2026-11-22/10-00-00 merge=true",))
 
 
 def parse_args(argv: list[str]) -> ExportArgs:
-    if not any(a.startswith("run_dir=") for a in argv):
-        raise AOCalibError("run_dir= is required\n\n" + usage())
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ExportArgs), OmegaConf.from_dotlist(argv)))
-    except (OmegaConfBaseException, ValueError) as exc:
-        raise AOCalibError(f"bad arguments {argv}: {str(exc).splitlines()[0]}\n\n{usage()}") from None
+    return COMMAND.parse(argv)[0]
 
 
 def export(args: ExportArgs) -> Path:
@@ -105,6 +105,12 @@ def hub_token(repo_id: str) -> str:
     if token is None:
         raise AOCalibError(f"push_to_hub={repo_id}: no hub token in the environment; set HF_TOKEN to a token "
                            "with write access")
+    check_repo_id(repo_id)
+    return token.strip()
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuses a ``push_to_hub`` value that is not a hub repository id (OWNER/NAME)."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -113,7 +119,6 @@ def hub_token(repo_id: str) -> str:
         validate_repo_id(repo_id)
     except HFValidationError as exc:
         raise AOCalibError(f"push_to_hub={repo_id}: not a hub repository id ({exc})") from None
-    return token.strip()
 
 
 def push(folder: Path, repo_id: str, token: str, private: bool) -> str:
@@ -173,11 +178,11 @@ def model_card(cfg, run_dir: RunDir, base: str, merged: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return key_value_command(argv, usage, _export_and_say)
+    return COMMAND.main(argv, _export_and_say)
 
 
-def _export_and_say(argv: list[str]) -> None:
-    out = export(parse_args(argv))
+def _export_and_say(args: ExportArgs, _: list[str]) -> None:
+    out = export(args)
     print(f"exported to {out} (model card: {out / 'README.md'})")
 
 

@@ -13,29 +13,53 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
+from ao_calib.commands import Command
 from ao_calib.errors import AOCalibError
 from ao_calib.io import read_jsonl
+from ao_calib.settings import Checked, setting
 
-USAGE = "usage: python -m ao_calib.score task=NAME input=IN.jsonl output=OUT.jsonl [config overrides]"
+
+@dataclass
+class ScoreArgs(Checked):
+    task: str = setting(help="The task whose checker and rewards score the rows (e.g. function_call).")
+    input: str = setting(help="The JSONL file of rows to score, each with a completion string.")
+    output: str = setting(help="The JSONL file to write, every input field kept; written only when every row "
+                          "scores (not a folder).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not Path(self.input).is_file():
+            raise AOCalibError(f"input file not found: {self.input}")
+        if Path(self.output).is_dir():
+            raise AOCalibError(f"output={self.output} is a folder: name the JSONL file to write")
 
 
-def parse_args(argv: list[str]) -> tuple[Path, Path, list[str]]:
-    paths: dict[str, str] = {}
-    overrides = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if key in ("input", "output") and sep:
-            paths[key] = value
-        else:
-            overrides.append(arg)
-    missing = [k for k in ("input", "output") if not paths.get(k)]
-    if missing:
-        raise AOCalibError(f"{' and '.join(k + '=' for k in missing)} required\n{USAGE}")
-    if not any(o.startswith("task=") for o in overrides):
-        raise AOCalibError(f"task= is required (e.g. task=function_call)\n{USAGE}")
-    return Path(paths["input"]), Path(paths["output"]), overrides
+OPTIONS = ("task", "input", "output")
+COMMAND = Command(
+    "ao_calib.score", ScoreArgs, "task=NAME input=IN.jsonl output=OUT.jsonl [config overrides]",
+    " ".join((__doc__ or "").split("\n\n", 1)[1].split()).replace("``", "`"),
+    examples=("task=function_call input=completions.jsonl output=scored.jsonl task.strict_format=false",),
+    passes_on=lambda word: word.partition("=")[0] not in OPTIONS,
+    passed_help=(("KEY=VALUE", "Config overrides, as for ao_calib.run (e.g. task.strict_format=false); a key the "
+                               "config lacks is refused."),))
+
+
+def compose(overrides: list[str]):
+    """The run config the task is built from; an override the config refuses is named."""
+    from ao_calib.config import compose_run_config
+
+    try:
+        return compose_run_config(overrides)
+    except AOCalibError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- Hydra's composition errors name the bad override
+        bare = [o for o in overrides[1:] if "." not in o.partition("=")[0].lstrip("+~")]
+        hint = (f" ({', '.join(bare)}: not an option of ao_calib.score ({', '.join(OPTIONS)}) nor a config key)"
+                if bare else "")
+        raise AOCalibError(f"config: {str(exc).splitlines()[0]}{hint}") from None
 
 
 def score_file(task, source: Path, target: Path) -> dict:
@@ -58,29 +82,17 @@ def score_file(task, source: Path, target: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help", "help") for a in argv):
-        print(USAGE + "\n\n" + (__doc__ or "").split("\n\n", 1)[1].strip())
-        return 0
-    try:
-        source, target, overrides = parse_args(argv)
-        from ao_calib.config import compose_run_config
-        from ao_calib.task_api import build_task
+    return COMMAND.main(argv, _score_and_say)
 
-        try:
-            cfg = compose_run_config(overrides)
-        except AOCalibError:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- Hydra's composition errors name the bad override
-            raise AOCalibError(f"config: {str(exc).splitlines()[0]}") from None
-        summary = score_file(build_task(cfg), source, target)
-    except AOCalibError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+
+def _score_and_say(args: ScoreArgs, overrides: list[str]) -> None:
+    from ao_calib.task_api import build_task
+
+    source, target = Path(args.input), Path(args.output)
+    summary = score_file(build_task(compose([f"task={args.task}", *overrides])), source, target)
     print(f"scored {summary['rows']} rows -> {target}; valid: {summary['valid']:.3f}")
     for category, accuracy in summary["by_category"].items():
         print(f"  {category:24} {accuracy:.3f}")
-    return 0
 
 
 if __name__ == "__main__":

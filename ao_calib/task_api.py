@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ao_calib.calibration.contract import scored_confidence
-from ao_calib.config import TaskConfig, plugin_class
+from ao_calib.config import EvalConfig, TaskConfig, plugin_class
 from ao_calib.errors import AOCalibError
 from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
+from ao_calib.settings import default_of
 
 
 @dataclass
@@ -59,7 +60,7 @@ class TaskContext:
     reward_names: frozenset[str] = frozenset()  # every reward component the run's mix weighs, in any phase
     stages: tuple[str, ...] = ()  # the trainer names of the run's stages, in order (a warm-up first)
     judge: Any = None  # the judge's typed settings; None for judge=none
-    eval_seed: int = 0  # eval.seed: drawn held-out samples
+    eval_seed: int = default_of(EvalConfig, "seed")  # eval.seed: drawn held-out samples
     lora_overrides: Any = None  # trainer.lora: the run's LoRA choices over model.lora (a task that trains one)
 
     def seed_or(self, explicit: int | None) -> int:
@@ -83,7 +84,7 @@ class TaskContext:
         return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed),
                    cache_dir=str(cfg.paths.cache_dir), reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),
-                   eval_seed=int(cfg.eval.get("seed", 0)),
+                   eval_seed=int(cfg.eval.get("seed", default_of(EvalConfig, "seed"))),  # a saved run may lack it
                    lora_overrides=typed(cfg.trainer.lora, LoraOverrideConfig))
 
 

@@ -1,6 +1,6 @@
 """Training curves of one run, from its ``metrics.jsonl`` (task-agnostic: groups by key name only).
 
-    python -m ao_calib.plot RUN [--out FILE]      # default FILE: RUN/plots/training_curves.png
+    python -m ao_calib.plot RUN [out=FILE]      # default FILE: RUN/plots/training_curves.png
 
 Every stage (an SFT warm-up, then the trainer) counts its steps from 0, and a resumed run logs again the steps
 after its checkpoint. The x axis is therefore one global step: each stage starts where the previous one ended,
@@ -11,15 +11,17 @@ the end of the stage they followed.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from ao_calib.commands import Command
+from ao_calib.errors import AOCalibError
 from ao_calib.run_dir import RunDir, as_number, read_json, read_metrics_counted
+from ao_calib.settings import Checked, setting
 
 _EVAL_PREFIXES = ("eval/", "val/", "eval_")
 _EVAL_NOISE = re.compile(r"(runtime|samples_per_second|steps_per_second)$")
@@ -257,19 +259,44 @@ def _std_band(ax: Any, placed: list, stage: str, xs: list[float], ys: list[float
                         color=color, alpha=0.15, linewidth=0, label="reward ± std")
 
 
+@dataclass
+class PlotArgs(Checked):
+    run_dir: str = setting(help="The run directory (holding metrics.jsonl).")
+    out: Optional[str] = setting(None, "The image to write (its suffix names the format: .png, .pdf, .svg, ...); "
+                                 "null: RUN/plots/training_curves.png.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.out is not None:
+            from matplotlib.backend_bases import FigureCanvasBase
+
+            formats = FigureCanvasBase.get_supported_filetypes()
+            if Path(self.out).suffix.lstrip(".").lower() not in formats:
+                raise AOCalibError(f"out={self.out}: name an image file ending in one of "
+                                   f"{', '.join('.' + f for f in sorted(formats))}")
+
+
+COMMAND = Command(
+    "ao_calib.plot", PlotArgs, "RUN [out=FILE]",
+    "Plots a run's training curves from its metrics.jsonl: loss, reward, held-out and validation metrics, KL and "
+    "learning rate, every stage on one global step axis.",
+    examples=("outputs/runs/function_call/2026-11-22/10-00-00",
+              "run_dir=outputs/runs/function_call/2026-11-22/10-00-00 out=curves.pdf"),
+    positional="run_dir", flags=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ao_calib.plot", description="Plot a run's training curves.")
-    parser.add_argument("run", type=Path, help="a run directory (holding metrics.jsonl)")
-    parser.add_argument("--out", type=Path, default=None, help="PNG to write (default: RUN/plots/training_curves.png)")
-    args = parser.parse_args(argv)
-    if not args.run.is_dir():
-        print(f"error: {args.run}: no such directory", file=sys.stderr)
-        return 2
-    metrics = RunDir(args.run).metrics
+    return COMMAND.main(argv, _plot_and_say)
+
+
+def _plot_and_say(args: PlotArgs, _: list[str]) -> int:
+    run = Path(args.run_dir)
+    if not run.is_dir():
+        raise AOCalibError(f"run_dir={run}: no such directory")
+    metrics = RunDir(run).metrics
     if not metrics.is_file():
-        print(f"error: {args.run}: no {metrics.name} (not a run directory, or the run logged nothing)", file=sys.stderr)
-        return 2
-    paths = plot_run(args.run, args.out)
+        raise AOCalibError(f"run_dir={run}: no {metrics.name} (not a run directory, or the run logged nothing)")
+    paths = plot_run(run, args.out)
     if not paths:
         print(f"error: {metrics}: nothing to plot (no numeric loss/reward/eval/kl/lr values)", file=sys.stderr)
         return 1

@@ -1,24 +1,26 @@
 """Tabulate a set of run directories (one run or a whole sweep): CSV, Markdown and reward curves.
 
-    python -m ao_calib.report outputs/multiruns/2025-01-01/12-00-00 [--out DIR]
+    python -m ao_calib.report outputs/multiruns/2025-01-01/12-00-00 [out=DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 
+from ao_calib.commands import Command
 from ao_calib.errors import AOCalibError
 from ao_calib.reporting.plot import continuous_curve, sweep_title
 from ao_calib.run_dir import RunRecord, SweepFiles, load_runs
+from ao_calib.settings import Checked, setting
 
 MISSING = "—"
 FIXED_COLUMNS = ("run", "status", "final_reward", "wall_time_s", "steps", "error")
@@ -222,22 +224,37 @@ def write_report(root: str | Path, out_dir: str | Path | None = None) -> dict[st
 # ---------------------------------------------------------------- CLI
 
 
+@dataclass
+class ReportArgs(Checked):
+    path: str = setting(help="A run directory, or a folder holding run directories (a sweep).")
+    out: Optional[str] = setting(None, "The folder report.csv, report.md and reward_curves.png are written to; "
+                                 "null: PATH.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
+            raise AOCalibError(f"out={self.out} is a file: name a folder to write the report into")
+
+
+COMMAND = Command(
+    "ao_calib.report", ReportArgs, "PATH [out=DIR]",
+    "Tabulates run directories (one run or a sweep) into report.csv, report.md and reward_curves.png, and prints "
+    "the table: each run's status, the swept keys, its final reward and held-out metrics.",
+    examples=("outputs/multiruns/2026-11-22/10-00-00", "path=outputs/multiruns/2026-11-22/10-00-00 out=reports/sweep"),
+    positional="path", flags=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ao_calib.report",
-        description="Tabulate run directories (one run or a sweep) into report.csv, report.md and reward_curves.png.",
-    )
-    parser.add_argument("path", type=Path, help="a run directory or a folder holding run directories")
-    parser.add_argument("--out", type=Path, default=None, help="where to write the files (default: PATH)")
-    args = parser.parse_args(argv)
+    return COMMAND.main(argv, _report_and_print)
+
+
+def _report_and_print(args: ReportArgs, _: list[str]) -> int:
+    path = Path(args.path)
+    records = load_runs(path)
+    frame = records_frame(records)
     try:
-        records = load_runs(args.path)
-        frame = records_frame(records)
-        paths = _write_files(args.path, records, frame, args.out if args.out is not None else args.path)
-    except AOCalibError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # e.g. --out not writable
+        paths = _write_files(path, records, frame, Path(args.out) if args.out is not None else path)
+    except OSError as exc:  # e.g. out not writable
         print(f"error: cannot write report: {exc}", file=sys.stderr)
         return 1
     width = shutil.get_terminal_size((120, 24)).columns

@@ -12,6 +12,7 @@ Prompts follow BFCL's default for prompting models: an instruction to answer onl
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -173,6 +174,37 @@ def answers_file(question_file: Path) -> Path:
 def file_category(path: Path) -> str | None:
     """``BFCL_v4_simple_python.json`` -> ``simple_python``; None for a file not named as BFCL names them."""
     return path.stem.split("_", 2)[-1] if path.stem.startswith("BFCL_") else None
+
+
+def is_bfcl_folder(path: str | Path | None) -> bool:
+    """A directory laid out as BFCL's ``bfcl_eval/data``: question files named as BFCL names them
+    (``BFCL_v4_simple_python.json``, ...), their ground truth in ``possible_answer/``."""
+    return bool(path) and Path(path).is_dir() and any(
+        file_category(f) is not None for f in Path(path).glob("BFCL_*.json*"))
+
+
+def data_format(stated: str, paths: dict[str, str | None]) -> str:
+    """The format ``task.data`` is read in: ``stated``, or ``bfcl`` where it says ``rows`` but one of ``paths``
+    (``{key: path}``) is a folder in BFCL's layout (rows come from files only, so such a folder means BFCL data:
+    ``ao_calib.eval run_dir=RUN task.data.test_path=DIR`` on a run trained on rows). A rows file beside such a folder
+    is refused, naming both keys."""
+    folders = [key for key, path in paths.items() if is_bfcl_folder(path)]
+    if stated != "rows" or not folders:
+        return stated
+    rows = [key for key, path in paths.items() if path and key not in folders
+            and file_category(Path(path)) is None]
+    if rows:
+        raise ValueError(f"data.{folders[0]}={paths[folders[0]]} is a folder in BFCL's layout, which is read as "
+                         f"task.data.format=bfcl, but task.data.{rows[0]}={paths[rows[0]]} is not a BFCL file: give "
+                         "every path in one format (set task.data.format=bfcl where it is a BFCL question file)")
+    _say_read_as_bfcl(folders[0], str(paths[folders[0]]))
+    return "bfcl"
+
+
+@functools.lru_cache(maxsize=None)
+def _say_read_as_bfcl(key: str, path: str) -> None:
+    # once per process: the config is built into its schema more than once before the data loads
+    log.info("task.data.%s=%s is a folder in BFCL's layout: read as task.data.format=bfcl", key, path)
 
 
 def load_question_file(path: str | Path) -> list[dict]:

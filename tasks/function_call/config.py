@@ -8,7 +8,7 @@ from typing import Optional
 from ao_calib.calibration import StatedConfidenceTaskConfig
 from ao_calib.settings import Checked, at_least, one_of, setting, within
 
-from .bfcl import DOCS_STYLES
+from .bfcl import DOCS_STYLES, data_format
 
 
 @dataclass
@@ -67,10 +67,10 @@ class GeneratedDataConfig(Checked):
 class FunctionCallDataConfig(Checked):
     """Where the rows come from."""
 
-    format: str = setting("rows", "rows: JSONL rows of prompt and answer (the function-calling design notes' "
-                          "format). bfcl: BFCL question files (or a folder laid out as BFCL's bfcl_eval/data) with "
-                          "their possible_answer files; without paths, the generator's cases in BFCL's format.",
-                          allowed=one_of("rows", "bfcl"))
+    format: str = setting("rows", "rows: JSONL files of prompt and answer rows. bfcl: BFCL question files with their "
+                          "possible_answer files, or folders laid out as BFCL's bfcl_eval/data (a path naming such a "
+                          "folder is read as bfcl whatever this says); without paths, the generator's cases in BFCL's "
+                          "format.", allowed=one_of("rows", "bfcl"))
     train_path: Optional[str] = setting(None, "Training rows; null: generated data.")
     test_path: Optional[str] = setting(None, "Held-out rows; a test_path alone replaces only the generated held-out "
                                        "split.")
@@ -97,6 +97,12 @@ class FunctionCallDataConfig(Checked):
         allowed=one_of("test", "validation"))
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.format = data_format(self.format, {"test_path": self.test_path, "train_path": self.train_path,
+                                                "extra_test_path": self.extra_test_path,
+                                                "extra_validation_path": self.extra_validation_path})
 
 
 @dataclass
