@@ -1,4 +1,4 @@
-"""Every command in the README's code blocks still works as written.
+"""Every command in the code blocks of the README and the docs pages still works as written.
 
 Cheap commands run for real against a tiny finished run (re-evaluation, plots, the report, export); a training
 command (a sweep's first job) goes through every check ``ao_calib.run`` makes before it loads a model: Hydra's
@@ -17,6 +17,16 @@ import pytest
 from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
 
 README = PROJECT_ROOT / "README.md"
+# The docs pages whose commands are checked here: every page but the generated settings reference and the results and
+# experiment pages (which quote the commands that made each figure, benchmark scripts among them).
+NOT_CHECKED = ("reference/", "experiments/", "results.md")
+
+
+def documented_pages() -> list[Path]:
+    """README.md and the docs pages whose commands this test runs."""
+    docs = PROJECT_ROOT / "docs"
+    pages = [p for p in sorted(docs.rglob("*.md")) if not p.relative_to(docs).as_posix().startswith(NOT_CHECKED)]
+    return [README, *pages]
 COMPOSE = ["compose in process"]  # marks an ao_calib.run command checked by compose_run
 EXAMPLE_RUN = re.compile(r"^outputs/(runs|multiruns)/")  # the README's placeholder run and sweep folders
 
@@ -26,10 +36,12 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
 
 
-def readme_commands() -> list[list[str]]:
-    """Each ``python -m ...`` command of the README's shell blocks as argv (environment assignments first)."""
+def readme_commands(pages: list[Path] | None = None) -> list[list[str]]:
+    """Each ``python -m ...`` command of the shell blocks of ``pages`` (default: README and the checked docs pages) as
+    argv (environment assignments first)."""
     commands = []
-    for language, body in code_blocks(README.read_text()):
+    text = "\n".join(page.read_text() for page in (documented_pages() if pages is None else pages))
+    for language, body in code_blocks(text):
         if language not in ("bash", "sh", ""):
             continue
         for line in body.replace("\\\n", " ").splitlines():
@@ -71,8 +83,9 @@ def first_job(args: list[str]) -> list[str]:
 
 
 def readme_package(root: Path) -> Path:
-    """The README's own-task package (the blocks whose first line is ``# my_pkg/...``), written under ``root``."""
-    for language, body in code_blocks(README.read_text()):
+    """The documented own-task package (the blocks whose first line is ``# my_pkg/...``, docs/tasks.md), written under
+    ``root``."""
+    for language, body in code_blocks("\n".join(page.read_text() for page in documented_pages())):
         first = body.splitlines()[0] if body.strip() else ""
         if match := re.fullmatch(r"# (my_pkg/\S+)", first.strip()):
             path = root / match.group(1)
@@ -120,13 +133,16 @@ def as_tested(argv: list[str], run: Path, tmp: Path) -> tuple[list[str], dict[st
         return [module, "--help"], env  # needs the user's hub account (tests/test_export.py uploads to a stand-in)
     if module == "ao_calib.export":
         return [module, *map(at_run, args), f"out={tmp / 'export'}-{len(list(tmp.glob('export*')))}"], env
-    if module in ("ao_calib.score", "ao_calib_tasks.oracle.judge_server"):  # the user's completions / serves until stopped
-        return [module, "--help"], env
+    if module in ("ao_calib.score", "ao_calib_tasks.oracle.judge_server", "ao_calib_tasks.oracle.make_questions"):
+        return [module, "--help"], env  # the user's completions / serves until stopped / asks an LLM
+    if module.startswith("ao_calib_tasks.") and module.endswith(".generate"):  # writes its files under tmp instead
+        out = args.index("--out") + 1
+        return [module, *args[:out], str(tmp / "generated" / args[out]), *args[out + 1:]], env
     raise AssertionError(f"README runs `python -m {module}`: tests/test_readme_commands.py has no rule for it")
 
 
 def test_the_readme_has_the_commands_this_test_knows():
-    modules = {argv[argv.index("python") + 2] for argv in readme_commands()}
+    modules = {argv[argv.index("python") + 2] for argv in readme_commands([README])}
     assert {"ao_calib.run", "ao_calib.eval", "ao_calib.plot", "ao_calib.report", "pytest"} <= modules
 
 
@@ -166,7 +182,7 @@ def test_every_readme_command_runs_or_composes(finished_run, tmp_path):
         result = run_cli(*args, env=env)
         if result.returncode != 0:
             failures.append(f"{shlex.join(argv)}\n  ran as: {shlex.join(args)}\n  {result.stderr.strip()[-1500:]}")
-    assert not failures, "README commands that fail:\n\n" + "\n\n".join(failures)
+    assert not failures, "README and docs commands that fail:\n\n" + "\n\n".join(failures)
 
 
 def test_ci_runs_the_readmes_test_command_verbatim():
