@@ -319,10 +319,27 @@ def group_text(group: str, what: str, rows: list[SettingRow]) -> str:
     return "\n".join(lines)
 
 
+def _summary(path: Path, width: int = 88) -> str:
+    """The first sentence of a config file's opening comment (past Hydra's ``@package`` line), shortened to
+    ``width``: what the option is."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith("# @package"):
+            words += line.lstrip("#").split()
+    sentence = " ".join(words).split(". ", 1)[0].split(": ", 1)[0].rstrip(".")
+    return textwrap.shorten(sentence, width, placeholder=" ...")
+
+
 def options_text(group: str) -> str:
     """A group without settings of its own (experiment, recipe, hparams_search): the options to pick."""
+    options = _conf_options(group)
+    width = max(map(len, options), default=0)
     return "\n".join([f"{group}: pick one with {group}=<option> (conf/{group}/<option>.yaml; docs/presets.md "
-                       "explains each)", *(f"  {option}" for option in _conf_options(group))])
+                       "explains each)",
+                       *(f"  {option:<{width}}  {_summary(CONF_DIR / group / f'{option}.yaml')}".rstrip()
+                         for option in options)])
 
 
 def topic_help(topic: str) -> tuple[str, int]:
