@@ -47,9 +47,11 @@ def check_stages(cfg: DictConfig) -> None:
 
 
 def prepare(model, bf16: bool):
-    """``model`` sharded by accelerate's FSDP2 when the run is launched with it (GPUs only: accelerate keeps a
-    CPU run whole), ready for generation; as it is otherwise. ``bf16``: the stages' ``TrainingArguments.bf16``,
-    so this accelerator and the trainers' agree on mixed precision (accelerate refuses a second setting)."""
+    """``model`` sharded by accelerate's FSDP2 when the run is launched with it, ready for generation; as it is
+    otherwise. GPUs only: accelerate selects FSDP for GPU-like devices alone (a CPU process's state is
+    ``DistributedType.NO``, or MULTI_CPU, with no FSDP plugin), so a CPU run keeps the model whole on every
+    process. ``bf16``: the stages' ``TrainingArguments.bf16``, so this accelerator and the trainers' agree on
+    mixed precision (accelerate refuses a second setting)."""
     if not (distributed.is_distributed() and distributed.sharded()):
         return model
     from accelerate import Accelerator
