@@ -6,10 +6,19 @@ Modes, each through the steered oracle trainer's own ``_generate_single_turn`` o
 * ``trl``: TRL 1.16's default (``generate`` on the unmerged peft model in train mode, compilation disabled);
 * ``trl_eval``: the same in eval mode (no dropout);
 * ``fast_unmerged``: ``ao_calib.trainers.fast_generation`` on the unmerged adapter (``generation_merged_copy=false``);
+* ``fast_base``: the fast path as it was at ``--baseline`` (a git revision; its ``fast_generation.py`` is imported
+  from git and generates from the same merged copy), to measure a change to the path against it;
 * ``fast``: the fast path (merged copy; on CUDA a static KV cache and a compiled decode step).
 
     python -m bench.rollout --shrink                      # tiny shapes on CPU (the CPU table)
     python -m bench.rollout --write BENCHMARKS.md         # GPU: random Qwen3-8B shape, bf16, LoRA 64
+    OMP_NUM_THREADS=1 python -m bench.rollout --smollm2   # SmolLM2-135M oracle and function-call rollouts
+
+``--smollm2`` times ``trl``, ``fast_base`` and ``fast`` on the real SmolLM2-135M-Instruct (``model=smollm2_135m``)
+with the oracle and function-call experiments' prompts (``--prompts`` x ``--group`` completions, the experiments'
+completion lengths and temperatures) and prints each mode's ratio to the baseline and to TRL. Every rollout of a
+round starts from the same seed, so the modes sample the same tokens where their distributions agree (the table
+says whether ``fast`` wrote exactly what ``fast_base`` wrote).
 
 Rounds alternate the order of the modes; round 0 warms up (and compiles) and is not counted. ms/token is the
 rollout's wall time over its decode steps, prefill included. The memory-bound limit is the time to read the
@@ -19,20 +28,34 @@ generating model's weights once per token at the GPU's memory bandwidth.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
 from bench.full_size import STEP_OVERRIDES, describe, shape_and_overrides
-from bench.grpo_setup import GRPOBench
+from bench.grpo_setup import ROOT, GRPOBench
 from bench.report import device_name, update_benchmarks
 
-MODES = ("trl", "trl_eval", "fast_unmerged", "fast")
+MODES = ("trl", "trl_eval", "fast_unmerged", "fast_base", "fast")
+SMOLLM2_MODES = ("trl", "fast_base", "fast")
 GROUP = 4  # completions per prompt: batch 32 is 8 prompts x 4, batch 128 is 32 x 4
+BASELINE = "4c909c2"  # the fast path before one prefill per prompt with the static cache and the sparse stop check
+FAST_GENERATION = "ao_calib/trainers/fast_generation.py"
+# The experiments --smollm2 takes its prompts and sampling settings from, with a handful of rows each.
+SMOLLM2_TASKS = {
+    "oracle": ["experiment=oracle_smollm2", "task.data.generate.n_train_prompts=8",
+               "task.data.generate.n_validation_prompts=4", "task.data.generate.n_test_prompts=4"],
+    "function_call": ["experiment=function_call_smollm2", "task.data.generate.n_train=16",
+                      "task.data.generate.n_test=4"],
+}
 # Peak memory bandwidth of the GPUs this project is lent, by name (TB/s); others take --bandwidth.
 BANDWIDTH_TBS = {"H100 80GB HBM3": 3.35, "H100 PCIe": 2.0, "H200": 4.8, "A100-SXM4-80GB": 2.04}
 
@@ -55,27 +78,71 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return total
 
 
-def rollout(trainer, rows, mode: str) -> tuple[float, int]:
-    """Seconds for one rollout of ``rows`` in ``mode`` and its number of decode steps."""
-    trainer.fast_generation = mode.startswith("fast")
-    trainer.generation_merged_copy = mode == "fast"
-    if trainer._fast is not None and (trainer._merged is not None) != trainer.generation_merged_copy:
-        trainer._fast = trainer._merged = None  # rebuilt for the other kind
+def baseline_module(revision: str) -> ModuleType:
+    """``ao_calib.trainers.fast_generation`` as it was at ``revision`` (read from git), imported under its own name
+    next to today's."""
+    try:
+        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{FAST_GENERATION}"], check=True,
+                                capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"--baseline {revision}: cannot read {FAST_GENERATION} from git ({exc}); fast_base needs "
+                         "a git checkout with that revision, or leave fast_base out of --modes") from None
+    path = Path(tempfile.mkdtemp(prefix="rollout-baseline-")) / f"fast_generation_{revision}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"fast_generation_{revision}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+class Generators:
+    """Each fast mode's generator, built once and kept, so modes can alternate on one trainer: ``fast`` and
+    ``fast_base`` share the model's one merged copy; ``fast_unmerged`` generates from the adapter itself."""
+
+    def __init__(self, baseline: str):
+        self.baseline = baseline
+        self._module: ModuleType | None = None
+        self._built: dict[str, tuple] = {}
+
+    def select(self, trainer, mode: str) -> None:
+        trainer.fast_generation = mode.startswith("fast")
+        if not trainer.fast_generation:
+            return
+        trainer.generation_merged_copy = mode != "fast_unmerged"
+        if mode not in self._built:
+            trainer._fast = trainer._merged = None
+            trainer._generation_model()
+            if mode == "fast_base":
+                self._module = self._module or baseline_module(self.baseline)
+                trainer._fast = self._module.FastGenerator(trainer._fast.model,
+                                                           max_cached_shapes=trainer.fast_generation_cache_shapes)
+            self._built[mode] = (trainer._fast, trainer._merged)
+        trainer._fast, trainer._merged = self._built[mode]
+
+
+def rollout(trainer, rows, mode: str, generators: Generators, group: int = GROUP,
+            seed: int | None = None) -> tuple[float, list[list[int]]]:
+    """Seconds for one rollout of ``rows`` in ``mode`` and its completions (``seed``: drawn from that seed)."""
+    generators.select(trainer, mode)
     prompt_ids, _, _ = trainer._tokenize_prompts([r["prompt"] for r in rows])
     trainer._scoring_rows = rows
     trainer.model.train(mode != "trl_eval")
+    if seed is not None:
+        torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start = time.perf_counter()
-    completions, _ = trainer._generate_single_turn(prompt_ids, None, {}, GROUP)
+    completions, _ = trainer._generate_single_turn(prompt_ids, None, {}, group)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     trainer.model.train()
-    return time.perf_counter() - start, max(len(c) for c in completions)
+    return time.perf_counter() - start, completions
 
 
 def run_decode(args, bench: GRPOBench, limit_tbs: float | None) -> list[str]:
     rows_out = []
+    generators = Generators(args.baseline)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = bench.ao_calib_trainer(Path(tmp), copy_base=False)
         data = bench.data.train
@@ -93,7 +160,8 @@ def run_decode(args, bench: GRPOBench, limit_tbs: float | None) -> list[str]:
                     for mode in args.modes if r % 2 == 0 else args.modes[::-1]:
                         if torch.cuda.is_available():
                             torch.cuda.reset_peak_memory_stats()
-                        seconds, n = rollout(trainer, rows, mode)
+                        seconds, completions = rollout(trainer, rows, mode, generators)
+                        n = max(len(c) for c in completions)
                         if torch.cuda.is_available():
                             peaks[mode] = max(peaks.get(mode, 0.0), torch.cuda.max_memory_allocated() / 2**30)
                         if r:
@@ -114,11 +182,90 @@ def run_decode(args, bench: GRPOBench, limit_tbs: float | None) -> list[str]:
     return rows_out
 
 
+def smollm2_trainer(task: str, args, out: Path):
+    """A GRPO trainer of ``task``'s SmolLM2 experiment, fast generation on, ``args.prompts`` x ``args.group``
+    completions a batch, and the rows of one such batch (each prompt's copies in a row, as TRL lists them)."""
+    bench = GRPOBench.compose([*SMOLLM2_TASKS[task], "trainer.fast_generation=true", "trainer.max_steps=1",
+                               f"trainer.batch_size={args.prompts}", f"trainer.num_generations={args.group}",
+                               "trainer.save_steps=100000"])
+    if args.max_new_tokens:
+        trainer_cfg = bench.cfg.trainer
+        trainer_cfg.max_completion_length = min(trainer_cfg.max_completion_length, args.max_new_tokens)
+    data = bench.data.train
+    rows = [data[i] for i in range(args.prompts) for _ in range(args.group)]
+    return bench.ao_calib_trainer(out, copy_base=False), rows
+
+
+def run_smollm2(args) -> list[str]:
+    """Every mode's rollouts of each SmolLM2 task in alternating rounds, each round's rollouts from one seed; the
+    medians and their ratios to ``fast_base`` and to ``trl`` as table rows."""
+    rows_out = []
+    for task in args.tasks:
+        with tempfile.TemporaryDirectory() as tmp:
+            trainer, rows = smollm2_trainer(task, args, Path(tmp))
+            generators = Generators(args.baseline)
+            times: dict[str, list[float]] = {m: [] for m in args.modes}
+            tokens: dict[str, list[int]] = {m: [] for m in args.modes}
+            same_as_base = []
+            prompt_ids, _, _ = trainer._tokenize_prompts([r["prompt"] for r in rows])
+            for r in range(args.warmup_rounds + args.rounds):
+                written = {}
+                for mode in args.modes if r % 2 == 0 else args.modes[::-1]:
+                    seconds, written[mode] = rollout(trainer, rows, mode, generators, args.group, seed=1000 + r)
+                    steps = max(len(c) for c in written[mode])
+                    if r >= args.warmup_rounds:
+                        times[mode].append(seconds)
+                        tokens[mode].append(steps)
+                    print(f"{task} round {r} {mode:10s} {seconds * 1000:9.0f} ms ({steps} steps, "
+                          f"load {os.getloadavg()[0]:.1f})", flush=True)
+                if "fast" in written and "fast_base" in written:
+                    same_as_base.append(written["fast"] == written["fast_base"])
+            prompt_len = statistics.mean(len(p) for p in prompt_ids)
+            per_token = {m: statistics.median(t / n for t, n in zip(times[m], tokens[m])) for m in args.modes}
+            for mode in args.modes:
+                ratio = {ref: f"{per_token[mode] / per_token[ref]:.3f}" if ref in per_token else "-"
+                         for ref in ("fast_base", "trl")}
+                same = ("yes" if all(same_as_base) else "no") if mode == "fast" and same_as_base else "-"
+                rows_out.append(
+                    f"| {task} | {mode} | {prompt_len:.0f} | {statistics.median(tokens[mode]):.0f} | "
+                    f"{statistics.median(times[mode]) * 1000:.0f} | {per_token[mode] * 1000:.1f} | "
+                    f"{ratio['fast_base']} | {ratio['trl']} | {same} |")
+                print(rows_out[-1], flush=True)
+            del trainer
+    return rows_out
+
+
+SMOLLM2_HEADER = ["| task | mode | prompt tokens (mean) | decode steps (median) | ms/rollout | ms/token | "
+                  "vs fast_base | vs trl | same tokens as fast_base |", "|---|---|---|---|---|---|---|---|---|"]
+
+
+def main_smollm2(args, argv) -> list[str]:
+    load_before = os.getloadavg()
+    print(f"rollout: SmolLM2-135M-Instruct, {args.prompts} prompts x {args.group} completions, "
+          f"{torch.get_num_threads()} torch thread(s), baseline {args.baseline}; {device_name()}; "
+          f"load average {load_before[0]:.1f}", flush=True)
+    rows = run_smollm2(args)
+    load_after = os.getloadavg()
+    setting = (f"SmolLM2-135M-Instruct (float32), {args.prompts} prompts x {args.group} completions, "
+               f"{torch.get_num_threads()} torch thread(s), "
+               + (f"completions capped at {args.max_new_tokens} tokens, " if args.max_new_tokens else "")
+               + f"{args.rounds} alternating rounds after {args.warmup_rounds} warm-up round(s), "
+               f"medians; fast_base: the fast path at {args.baseline}; {device_name()}; load average "
+               f"{load_before[0]:.1f} before, {load_after[0]:.1f} after.")
+    print("", setting, "", *SMOLLM2_HEADER, *rows, sep="\n", flush=True)
+    if args.write:
+        command = "python -m bench.rollout " + " ".join(sys.argv[1:] if argv is None else argv)
+        update_benchmarks(args.write, "rollout_smollm2_cpu" if not torch.cuda.is_available() else
+                          "rollout_smollm2_gpu", [setting, "", *SMOLLM2_HEADER, *rows], command=command)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128])
     parser.add_argument("--new-tokens", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128])
-    parser.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
+    parser.add_argument("--modes", type=lambda s: s.split(","), default=None,
+                        help=f"default: {','.join(MODES)}; with --smollm2 {','.join(SMOLLM2_MODES)}")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--step-rounds", type=int, default=3, help="alternating rounds of the GRPO step (0: skip)")
     parser.add_argument("--steps", type=int, default=2)
@@ -127,7 +274,25 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--shrink", action="store_true", help="the tiny shapes (the CPU table)")
     parser.add_argument("--bandwidth", type=float, default=None, help="GPU memory bandwidth in TB/s")
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--baseline", default=BASELINE, help="git revision whose fast path fast_base runs")
+    parser.add_argument("--smollm2", action="store_true", help="SmolLM2-135M oracle and function-call rollouts: "
+                        "trl, fast_base and fast (--modes defaults to these three)")
+    parser.add_argument("--tasks", type=lambda s: s.split(","), default=list(SMOLLM2_TASKS), help="with --smollm2")
+    parser.add_argument("--prompts", type=int, default=4, help="with --smollm2: distinct prompts per rollout")
+    parser.add_argument("--group", type=int, default=8, help="with --smollm2: completions per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="with --smollm2: cap on every task's completion length (default: each experiment's)")
+    parser.add_argument("--warmup-rounds", type=int, default=1, help="with --smollm2: rounds not counted")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.modes = args.modes or list(SMOLLM2_MODES if args.smollm2 else MODES)
+    if args.smollm2:
+        unknown = sorted(set(args.tasks) - set(SMOLLM2_TASKS)) + sorted(set(args.modes) - set(MODES))
+        if unknown:
+            parser.error(f"unknown --tasks or --modes: {', '.join(unknown)}")
+        return main_smollm2(args, argv)
     if "trl" not in args.modes:
         parser.error("--modes must include trl: every ratio is against it")
     on_gpu = torch.cuda.is_available()

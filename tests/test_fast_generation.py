@@ -361,6 +361,17 @@ def test_rollout_benchmark_runs_every_mode_and_the_step(capsys):
     assert "round 1 oracle_fast" in capsys.readouterr().out
 
 
+def test_the_smollm2_rollout_benchmark_times_trl_the_baseline_and_the_fast_path(smollm2_source):
+    """bench.rollout --smollm2 on a tiny budget: TRL's path, the fast path at the baseline revision (from git) and
+    today's, from one seed, so the two fast paths (the same sampler on CPU) write the same tokens."""
+    from bench import rollout
+
+    rows = rollout.main(["--smollm2", "--tasks", "oracle", "--prompts", "2", "--group", "2", "--max-new-tokens", "3",
+                         "--rounds", "1", "--warmup-rounds", "0"])
+    assert [row.split("|")[2].strip() for row in rows] == list(rollout.SMOLLM2_MODES)
+    assert rows[-1].split("|")[-2].strip() == "yes"
+
+
 # ---------------------------------------------------------------------------------- cached shapes, compiles
 
 
