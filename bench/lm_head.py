@@ -1,6 +1,7 @@
-"""ao_calib's stages with TRL's fused LM head (``lm_head=fused``, the plain TRL baseline: what TRL installs) against
-the full-logits head (``lm_head=full``, ao_calib.trainers.lm_head; ``auto`` picks it off CUDA/XPU), per optimiser
-step, on the same model, data and settings.
+"""Two LM heads in ao_calib's own stages, per optimiser step, on the same model, data and settings: TRL's fused head
+(``lm_head=fused``, the head TRL's trainers install) against the full-logits head (``lm_head=full``,
+ao_calib.trainers.lm_head; ``auto`` picks it off CUDA/XPU). Both sides are ao_calib's trainer; no plain TRL trainer
+runs here (bench.grpo_overhead and bench.smollm2_steps time that).
 
 Cases: the quickstart's SFT warm-up and GRPO stage on the tiny Qwen3 (injection in every pass), and the SFT warm-up
 and GRPO stage of ``oracle_smollm2`` and ``function_call_smollm2`` on SmolLM2-135M-Instruct. Each case trains both
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
                         "case's own)")
     parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
     args = parser.parse_args(argv)
-    table = ["| case | steps per round | TRL's fused head (plain TRL) | full logits | ratio | device |",
+    table = ["| case | steps per round | ao_calib, lm_head=fused (TRL's head) | ao_calib, lm_head=full "
+             "| ratio full / fused | device |",
              "|---|---|---|---|---|---|"]
     for name in args.only.split(","):
         case = CASES[name]

@@ -1,16 +1,16 @@
-"""Training steps on SmolLM2-135M-Instruct (CPU): ao_calib against plain TRL on the same model, data and batch,
+"""Training steps on SmolLM2-135M-Instruct (CPU): ao_calib against a TRL trainer on the same model, data and batch,
 with each pass's share of the machine's own matmul rate.
 
 Four benchmarks, each in alternating rounds in one process (bench.report.alternating_medians):
 - oracle GRPO (activations injected in every pass) against TRL's GRPOTrainer on the same prompts, no injection;
 - function-call GRPO against TRL's GRPOTrainer;
-- tool_json SFT against TRL's SFTTrainer, and tool_json PPO against the nearest TRL trainer (GRPOTrainer with as
-  many completions and passes per batch: TRL 1.16 has no PPOTrainer), as in bench.tool_json_steps.
+- tool_json SFT against TRL's SFTTrainer, and tool_json PPO against the nearest TRL trainer (GRPOTrainer, no value
+  head, with as many completions and passes per batch: TRL 1.16 has no PPOTrainer), as in bench.tool_json_steps.
 
 A pretrained model stops at its end-of-turn token, so the two sides of a GRPO benchmark do not sample completions
 of the same lengths, and a step's time follows its token count (on a CPU a 135 M-parameter pass is compute-bound).
 Every forward pass is therefore metered (tokens in, seconds, whether inside ``generate``, with or without grad),
-and the ratio is taken per unit of model work: (seconds / model FLOPs) of ao_calib over the same of plain TRL.
+and the ratio is taken per unit of model work: (seconds / model FLOPs) of ao_calib over the same of the TRL trainer.
 Model FLOPs: 2 x parameters x tokens for a forward pass, 6 x for a training pass (forward and backward); the
 time of a training pass is the step's time less its generation and scoring passes (so it also holds rewards,
 the optimiser and the trainer's bookkeeping). The matmul rate is a large float32 matmul timed in the same run.
@@ -32,7 +32,7 @@ import torch
 from ao_calib.steering.layout import unwrap
 from bench.grpo_setup import GRPOBench
 from bench.report import alternating_medians, device_name, update_benchmarks
-from bench.tool_json_steps import ppo_sides, sft_sides
+from bench.tool_json_steps import PPO_BASELINE, ppo_sides, sft_sides
 
 MODEL = "smollm2_135m"
 
@@ -141,7 +141,7 @@ def oracle_grpo(steps: int):
                                "trainer.max_completion_length=16", "task.data.generate.n_train_prompts=32",
                                "task.data.generate.n_test_prompts=4"])
     return ("oracle GRPO", "2 prompts x 4 completions, 16 new tokens, K=14 vectors injected",
-            "GRPOTrainer, same prompts, no injection", {"ao_calib": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
+            "TRL GRPOTrainer, same prompts, no injection", {"ao_calib": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer},
             steps)
 
 
@@ -149,19 +149,19 @@ def function_call_grpo(steps: int):
     bench = GRPOBench.compose(["task=function_call", *GRPO, f"trainer.max_steps={steps}",
                                "trainer.max_completion_length=32", "task.data.generate.n_train=64",
                                "task.data.generate.n_test=4"])
-    return ("function-call GRPO", "2 prompts x 4 completions, 32 new tokens", "GRPOTrainer",
+    return ("function-call GRPO", "2 prompts x 4 completions, 32 new tokens", "TRL GRPOTrainer",
             {"ao_calib": bench.ao_calib_trainer, "trl": bench.plain_trl_trainer}, steps)
 
 
 def tool_json_sft(steps: int):
-    return ("tool_json SFT", "batch 8, max length 448", "SFTTrainer, prompt-completion rows",
+    return ("tool_json SFT", "batch 8, max length 448", "TRL SFTTrainer, prompt-completion rows",
             sft_sides(MODEL, steps, ["model.source=gguf"])[1], steps)
 
 
 def tool_json_ppo(steps: int):
     steps = 4 * max(1, steps // 4)  # one batch of rollouts gives ppo_epochs (4) optimiser steps
     return ("tool_json PPO", "8 rollouts x 64 new tokens, 4 PPO epochs per batch",
-            "GRPOTrainer, 4 prompts x 2 completions, num_iterations 4", ppo_sides(MODEL, steps, ["model.source=gguf"])[1],
+            PPO_BASELINE, ppo_sides(MODEL, steps, ["model.source=gguf"])[1],
             steps)
 
 
@@ -180,7 +180,7 @@ def main() -> None:
 
     gflops = matmul_gflops()
     print(f"float32 matmul: {gflops:.1f} GFLOP/s ({device_name()})", flush=True)
-    table = ["| benchmark | setting | ao_calib | plain TRL | ratio per step | ratio per model FLOP | ao_calib tokens/s "
+    table = ["| benchmark | setting | ao_calib | TRL baseline | ratio per step | ratio per model FLOP | ao_calib tokens/s "
              "| share of matmul rate (generation / scoring / training / whole step) | peak RSS | baseline |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     chosen = args.only.split(",") if args.only else list(BENCHMARKS)
