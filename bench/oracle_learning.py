@@ -19,29 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import seed_runs
+
 COLUMNS = (("accuracy", "acc"), ("control", "control"), ("auroc", "AUROC"), ("ece", "ECE"), ("brier", "Brier"),
            ("reliability", "rel"), ("resolution", "res"), ("confidence_std", "conf std"),
            ("selective_accuracy@50", "sel acc @50%"), ("selective_accuracy@80", "sel acc @80%"))
 
 
 def train(seed: int, out: Path, overrides: list[str]) -> float | None:
-    """Wall seconds of the run, or None when ``out`` already holds a completed run (``--keep`` reused: seeds can
-    be trained by separate processes, one per core, then tabulated together)."""
-    summary = out / "summary.json"
-    if summary.is_file() and json.loads(summary.read_text()).get("status") == "completed":
-        return None
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ao_calib.run", "experiment=quickstart", f"warmup.seed={seed}",
-                    f"trainer.seed={seed}", f"task.data.generate.seed={seed}", f"hydra.run.dir={out}", *overrides],
-                   cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - start
+    """Wall seconds of the seed's quickstart run (``seed_runs.train``)."""
+    return seed_runs.train(out, ["experiment=quickstart", f"warmup.seed={seed}", f"trainer.seed={seed}",
+                                 f"task.data.generate.seed={seed}", *overrides])
 
 
 def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dict]:
@@ -129,32 +119,22 @@ def main() -> None:
     from bench.report import device_name, update_benchmarks
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--calibration-prompts", type=int, default=100)
-    parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
-    parser.add_argument("--write", type=Path, default=None)
-    parser.add_argument("overrides", nargs="*", help="extra overrides for every run (an ablation)")
+    seed_runs.add_arguments(parser)
     args = parser.parse_args()
-    results, walls = {}, []
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.keep or Path(tmp)
-        for seed in args.seeds:
-            out = root / f"seed{seed}"
-            walls.append(train(seed, out, args.overrides))
-            results[seed] = baselines(out, args.calibration_prompts)
-            print("\n".join(markdown({seed: results[seed]})), flush=True)
-    lines = markdown(results)
-    print("\n".join(lines))
-    walls = [w for w in walls if w is not None]
-    wall = f"{statistics.fmean(walls):.0f} s" if walls else "not timed here (runs reused from --keep)"
+
+    def run_seed(seed: int, out: Path):
+        return train(seed, out, args.overrides), baselines(out, args.calibration_prompts)
+
+    lines, walls = seed_runs.each_seed(args.seeds, args.keep, run_seed, markdown)
+    wall = f"{statistics.fmean(walls):.0f} s" if walls else seed_runs.NOT_TIMED
     print(f"wall time per run: {wall}")
     if args.write:
         update_benchmarks(args.write, "oracle_learning", [
             *lines, "",
             f"Wall time per `experiment=quickstart` run (SFT, GRPO, two evaluations with controls): "
             f"{wall} on {device_name()}; overrides: {args.overrides or 'none'}.",
-        ], command="python -m bench.oracle_learning --write BENCHMARKS.md"
-                   + (" " + " ".join(args.overrides) if args.overrides else ""))
+        ], command=seed_runs.with_overrides("python -m bench.oracle_learning --write BENCHMARKS.md", args.overrides))
 
 
 if __name__ == "__main__":

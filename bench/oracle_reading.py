@@ -25,28 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import seed_runs
+
 CONDITIONS = (("own", ""), ("other", "_control"), ("none", "_none"))
 
 
 def train(experiment: str, seed: int, split: str, out: Path, overrides: list[str]) -> float | None:
-    """Wall seconds of the run, or None when ``out`` already holds a completed run (reused with ``--keep``)."""
-    summary = out / "summary.json"
-    if summary.is_file() and json.loads(summary.read_text()).get("status") == "completed":
-        return None
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ao_calib.run", f"experiment={experiment}", f"trainer.seed={seed}",
-                    f"task.data.eval_split={split}", f"hydra.run.dir={out}", *overrides], cwd=ROOT, check=True,
-                   stdout=(out.parent / f"{out.name}.log").open("w"), stderr=subprocess.STDOUT)
-    return time.perf_counter() - start
+    """Wall seconds of the seed's run (``seed_runs.train``), its output in ``seed<N>.log`` beside it."""
+    return seed_runs.train(out, [f"experiment={experiment}", f"trainer.seed={seed}", f"task.data.eval_split={split}",
+                                 *overrides], log=out.parent / f"{out.name}.log")
 
 
 def rows(run: Path, tag: str) -> dict[str, list[dict]]:
@@ -226,34 +217,25 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="oracle_smollm2")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--split", choices=("test", "validation"), default="test")
-    parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here (and reuse them)")
-    parser.add_argument("--write", type=Path, default=None)
-    parser.add_argument("overrides", nargs="*", help="extra overrides for every run (an ablation)")
+    seed_runs.add_arguments(parser)
     args = parser.parse_args()
-    results, walls = {}, []
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.keep or Path(tmp)
-        root.mkdir(parents=True, exist_ok=True)
-        for seed in args.seeds:
-            out = root / f"seed{seed}"
-            walls.append(train(args.experiment, seed, args.split, out, args.overrides))
-            results[seed] = {"warmup": figures(rows(out, "warmup")), "final": figures(rows(out, "final")),
-                             "baselines": baselines(out, args.split)}
-            print("\n".join(markdown({seed: results[seed]})), flush=True)
-    lines = markdown(results)
-    print("\n".join(lines))
-    walls = [w for w in walls if w is not None]
-    wall = f"{statistics.fmean(walls) / 60:.1f} min" if walls else "not timed here (runs reused from --keep)"
+
+    def run_seed(seed: int, out: Path):
+        wall = train(args.experiment, seed, args.split, out, args.overrides)
+        return wall, {"warmup": figures(rows(out, "warmup")), "final": figures(rows(out, "final")),
+                      "baselines": baselines(out, args.split)}
+
+    lines, walls = seed_runs.each_seed(args.seeds, args.keep, run_seed, markdown)
+    wall = f"{statistics.fmean(walls) / 60:.1f} min" if walls else seed_runs.NOT_TIMED
     print(f"wall time per run: {wall}")
     if args.write:
         update_benchmarks(args.write, f"oracle_reading_{args.experiment}_{args.split}", [
             *lines, "",
             f"Split scored: {args.split}. Wall time per `experiment={args.experiment}` run: {wall} on "
             f"{device_name()}; overrides: {args.overrides or 'none'}.",
-        ], command=f"python -m bench.oracle_reading --experiment {args.experiment} --split {args.split} "
-                   f"--write BENCHMARKS.md" + (" " + " ".join(args.overrides) if args.overrides else ""))
+        ], command=seed_runs.with_overrides(f"python -m bench.oracle_reading --experiment {args.experiment} "
+                                            f"--split {args.split} --write BENCHMARKS.md", args.overrides))
 
 
 if __name__ == "__main__":
