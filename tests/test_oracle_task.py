@@ -171,8 +171,6 @@ def test_control_pairs_depend_on_the_dataset_only():
 
 @pytest.mark.parametrize("asked", [False, True])
 def test_confidence_instruction_is_appended_only_when_asked(asked):
-    import random
-
     import torch
 
     from ao_calib.calibration import CONFIDENCE_INSTRUCTION
@@ -182,7 +180,7 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"task.prompt.confidence_instruction={str(asked).lower()}"])
     row = build_task(cfg)._oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
-                                      {activation_id("p"): {1: torch.zeros(3, 4)}}, [1], random.Random(0))
+                                      {activation_id("p"): {1: torch.zeros(3, 4)}}, (1, 80))
     assert row["prompt"][-1]["content"].endswith(CONFIDENCE_INSTRUCTION) is asked
     assert "Is it?" in row["prompt"][-1]["content"]
 

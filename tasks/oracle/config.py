@@ -45,13 +45,16 @@ class OracleDataConfig(Checked):
     path: Optional[str] = setting(
         None, "WildChat oracle-questions (the hub id ceselder/wildchat-oracle-questions, or a local JSON/JSONL file "
         "of that format): answers are unknown, so an LLM judge (judge=litellm or judge=local) scores them. Takes "
-        "precedence over train_path/test_path.")
+        "precedence over train_path.")
     strict: bool = setting(False, "Stop at the first bad row of `path` instead of reporting and skipping it.")
     test_fraction: float = setting(0.1, "Share of the prompts of `path` held out for evaluation.",
                                    allowed=within(0, 1, low_open=True, high_open=True))
     train_path: Optional[str] = setting(None, "JSONL training rows with prompt, question and answer (\"Yes\"/\"No\"); "
                                         "null: generated data.")
-    test_path: Optional[str] = setting(None, "JSONL held-out rows, as train_path; null: generated data.")
+    test_path: Optional[str] = setting(
+        None, "JSONL held-out rows, as train_path: every evaluation scores them in place of the held-out split. "
+        "Alone, the training rows (and their mean, activations.center) stay the data source's; a row the run's own "
+        "splits hold is asked as there. null: the data source's held-out split.")
     generate: OracleGeneratedDataConfig = setting(factory=OracleGeneratedDataConfig, help="The offline generator.")
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))

@@ -41,6 +41,13 @@ def load_labelled_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def load_held_out_rows(path: str | Path) -> list[dict]:
+    """The rows of a labelled held-out file (``task.data.test_path``), as ``load_labelled_rows`` gives them:
+    ``prompt``, ``question``, ``answer`` (Yes or No) and ``kind``, extra fields kept. The one place a held-out file
+    is read, whatever its layout (today the labelled JSONL one)."""
+    return load_labelled_rows(path)
+
+
 WILDCHAT_HUB_ID = "ceselder/wildchat-oracle-questions"
 
 

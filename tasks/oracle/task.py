@@ -28,7 +28,7 @@ from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, cal
 from .baselines import ANSWERS
 from .classification import load_suite
 from .config import OracleTaskConfig
-from .data import load_labelled_rows, load_wildchat
+from .data import load_held_out_rows, load_labelled_rows, load_wildchat
 from .generate import NOT_STATED, generate_splits_for, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
@@ -70,6 +70,10 @@ class OracleTask(Task):
         self._layers: list[int] = []
         self._judge = None
         self.extraction = ExtractionStats()
+        if config.data.train_path and not config.data.test_path:
+            raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
+        # read and checked here, so that a bad held-out file is refused before any model loads
+        self._held_out_file = load_held_out_rows(config.data.test_path) if config.data.test_path else None
         for key in ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw", "rl_reserved_prompts"):
             if getattr(config, key) and context.stages and context.stages[-1] == "sft":
                 # checked here, before any model loads: SFT would imitate coin-flip labels
@@ -108,9 +112,12 @@ class OracleTask(Task):
 
     def build_data(self, tokenizer, model) -> TaskData:
         tcfg = self.config
-        train_rows, test_rows = self._rows()
+        train_rows, own_rows = self._rows()
         if tcfg.data.max_train_samples:
             train_rows = train_rows[: tcfg.data.max_train_samples]
+        test_rows = own_rows if self._held_out_file is None else self._held_out_file
+        if tcfg.data.withhold_answers:  # (the training rows lose theirs in _rows)
+            test_rows = [{**r, "answer": None} for r in test_rows]
         num_layers = model.config.get_text_config().num_hidden_layers
         if num_layers != self.context.model.num_hidden_layers:
             log.warning("model.num_hidden_layers=%d but the loaded model has %d; using %d",
@@ -130,33 +137,53 @@ class OracleTask(Task):
                                             mode=self.context.model.steering_mode,
                                             coefficient=tcfg.steering_coefficient)
         rng = random.Random(self.data_seed)
-        train = pair_controls([self._oracle_row(r, store, layers, rng) for r in train_rows])
-        test = pair_controls([self._oracle_row(r, store, layers, rng) for r in test_rows], fallback=train)
+        train_draws = [self._draw(rng) for _ in train_rows]
+        train = pair_controls([self._oracle_row(r, store, d) for r, d in zip(train_rows, train_draws)])
+        test_draws = self._held_out_draws(rng, train_rows, train_draws, own_rows, test_rows)
+        test = pair_controls([self._oracle_row(r, store, d) for r, d in zip(test_rows, test_draws)], fallback=train)
         self._test_rows = test
-        log.info("oracle data: %d train / %d test questions over layers %s; activations: %d texts, %d cached",
-                 len(train), len(test), layers, self.extraction.texts, self.extraction.cache_hits)
+        log.info("oracle data: %d train / %d test questions%s over layers %s; activations: %d texts, %d cached",
+                 len(train), len(test), f" (task.data.test_path={tcfg.data.test_path})" if tcfg.data.test_path else "",
+                 layers, self.extraction.texts, self.extraction.cache_hits)
         conditions = (("control",) if tcfg.eval_control else ()) + (("none",) if tcfg.eval_none else ())
         return TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(test),
                         steering=self._steering, conditions=conditions)
 
-    def _rows(self) -> tuple[list[dict], list[dict]]:
+    def _held_out_draws(self, rng: random.Random, train_rows: list[dict], train_draws: list[tuple[int, int]],
+                        own_rows: list[dict] | None, test_rows: list[dict]) -> list[tuple[int, int]]:
+        """Each held-out row's layer and confidence: drawn after the training rows' from the data seed; for the
+        rows of a held-out file (``task.data.test_path``) that replaces the run's own held-out split, the draws the
+        run gave the same question about the same prompt in its own splits, so that such a row is asked exactly as
+        there (the same vectors), and a draw seeded by the data seed and the row for the others."""
+        if own_rows is None:  # task.data.train_path: the file is the run's own held-out split
+            return [self._draw(rng) for _ in test_rows]
+        own_draws = [self._draw(rng) for _ in own_rows]
+        if self._held_out_file is None:
+            return own_draws
+        asked = {(r["prompt"], r["question"]): d for r, d in zip(train_rows + own_rows, train_draws + own_draws)}
+        return [asked.get((r["prompt"], r["question"]))
+                or self._draw(random.Random(f"test_path:{self.data_seed}:{r['prompt']}:{r['question']}"))
+                for r in test_rows]
+
+    def _rows(self) -> tuple[list[dict], list[dict] | None]:
+        """The training rows and the run's own held-out split (None with ``task.data.train_path``, whose held-out
+        rows are ``task.data.test_path``'s)."""
         data = self.config.data
         if data.path:
             train, test = self._wildchat_rows()
         elif data.train_path:
-            if not data.test_path:
-                raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
-            train, test = load_labelled_rows(data.train_path), load_labelled_rows(data.test_path)
+            train, test = load_labelled_rows(data.train_path), None
         else:
             splits = generate_splits_for(data.generate, self.data_seed)
             train, test = splits[0], splits[-1]
             self._validation_rows = splits[1] if len(splits) == 3 else []
             if data.eval_split == "validation":
                 test = splits[1]
-                log.info("oracle data: evaluating on the validation split (%d rows); the test split is unused",
-                         len(test))
+                if not data.test_path:
+                    log.info("oracle data: evaluating on the validation split (%d rows); the test split is unused",
+                             len(test))
         if data.withhold_answers:
-            train, test = ([{**r, "answer": None} for r in split] for split in (train, test))
+            train = [{**r, "answer": None} for r in train]
         if train and train[0]["answer"] is None:
             self._check_judge_only_setup()
         return train, test
@@ -270,10 +297,13 @@ class OracleTask(Task):
             return vectors
         return {layer: (v.float() - self._center[layer]).to(v.dtype) for layer, v in vectors.items()}
 
-    def _oracle_row(self, row: dict, store: dict, layers: list[int], rng: random.Random) -> dict:
+    def _draw(self, rng: random.Random) -> tuple[int, int]:
+        """A row's source layer and the confidence of its warm-up target, drawn from ``rng`` in that order."""
+        return rng.choice(self._layers), rng.choice(list(self.config.sft_confidences))
+
+    def _oracle_row(self, row: dict, store: dict, draw: tuple[int, int]) -> dict:
         aid = activation_id(row["prompt"])
-        layer = rng.choice(layers)
-        confidence = rng.choice(list(self.config.sft_confidences))
+        layer, confidence = draw
         question = row["question"] + (CONFIDENCE_INSTRUCTION if self.config.prompt.confidence_instruction else "")
         return {
             "prompt": oracle_messages(layer, len(store[aid][layer]), question),
@@ -500,7 +530,7 @@ class OracleTask(Task):
         classification suite, or a calibration split for a recalibration baseline."""
         self._steering.store.update(self._extract({r["prompt"] for r in rows}, tokenizer, model, self._layers))
         rng = random.Random(seed)
-        return pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng) for r in rows])
+        return pair_controls([self._oracle_row(r, self._steering.store, self._draw(rng)) for r in rows])
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         out = self._answer_probability_baseline(model, tokenizer, generate, run_dir, tag)
@@ -512,7 +542,7 @@ class OracleTask(Task):
     def _answer_probability_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """``task.baselines_logprob_platt`` at the final evaluation: Platt-scaled on a run scoring the test split (with
         a validation split to fit on), raw on a run scoring the validation split; nothing otherwise."""
-        split = self.config.data.eval_split
+        split = "test" if self.config.data.test_path else self.config.data.eval_split  # a file: not validation
         if (tag != RunDir.FINAL or not self.config.baselines_logprob_platt
                 or not (split == "validation" or (split == "test" and self._validation_rows))):
             return {}
@@ -539,7 +569,7 @@ class OracleTask(Task):
         self._steering.store.update(self._extract({r["prompt"] for r in self._validation_rows}, tokenizer, model,
                                                   self._layers))
         rng = random.Random(self.data_seed + 1)
-        validation = pair_controls([self._oracle_row(r, self._steering.store, self._layers, rng)
+        validation = pair_controls([self._oracle_row(r, self._steering.store, self._draw(rng))
                                     for r in self._validation_rows])
         completions = generate(validation, desc=f"{tag}/validation (Platt fit)")
 
