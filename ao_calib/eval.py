@@ -85,17 +85,20 @@ def parse_args(argv: list[str]) -> tuple[EvalArgs, list[str]]:
 
 def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
     """``task.KEY=VALUE`` arguments set the run's own task settings for this evaluation (another held-out file:
-    ``task.data.test_path=DIR``). A key the run's task config does not have is refused by name, and the task's
-    schema checks the result, before any model loads. Returns the overrides applied."""
+    ``task.data.test_path=DIR``). A key the run's task config does not have, or a ``*_path`` naming nothing, is
+    refused by name, and the task's schema checks the result, before any model loads. Returns the overrides
+    applied."""
     from ao_calib.config import validate_plugins
 
     overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
     for override in overrides:
-        key, sep, _ = override.partition("=")
+        key, sep, value = override.partition("=")
         if not sep:
             raise AOCalibError(f"{override}: expected {key}=VALUE")
         if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
             raise AOCalibError(f"{key}: the run's task config has no such key (task={cfg.task.get('name')})")
+        if key.endswith("_path") and value not in ("", "null") and not Path(value).exists():
+            raise AOCalibError(f"{override}: no such file or folder")  # the data loads after the model
     if overrides:
         dotlist = OmegaConf.from_dotlist(overrides)
         with open_dict(cfg):

@@ -43,6 +43,8 @@ class ExportArgs(Checked):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
+            raise AOCalibError(f"out={self.out} is a file: name a folder to export into")
         if self.push_to_hub is not None:
             check_repo_id(self.push_to_hub)
 

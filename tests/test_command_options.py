@@ -60,6 +60,7 @@ def unloadable_run(tmp_path_factory) -> Path:
     ("num_samples=-2", "num_samples=-2"), ("batch_size=0", "batch_size=0"), ("max_new_tokens=0", "max_new_tokens"),
     ("temperature=-1", "temperature=-1"), ("confidence_decoding=median", "confidence_decoding=median"),
     ("overwrite=maybe", "overwrite=maybe"), ("tag=../elsewhere", "tag=../elsewhere"), ("nmu_samples=3", "nmu_samples"),
+    ("task.data.test_path=no/such/folder", "task.data.test_path=no/such/folder"),
 ])
 def test_eval_refuses_a_bad_option_by_name_before_the_model_loads(unloadable_run, capsys, option, key):
     err = refused(capsys, eval_main, [f"run_dir={unloadable_run}", option], key)
@@ -69,11 +70,13 @@ def test_eval_refuses_a_bad_option_by_name_before_the_model_loads(unloadable_run
 
 
 @pytest.mark.parametrize(("option", "key"), [("merge=maybe", "merge=maybe"), ("private=perhaps", "private"),
-                                             ("nope=1", "nope")])
+                                             ("nope=1", "nope"), ("out=FILE", "out=")])
 def test_export_refuses_a_bad_option_by_name_before_the_model_loads(unloadable_run, tmp_path, capsys, option, key):
     out = tmp_path / "export"
-    refused(capsys, export_main, [f"run_dir={unloadable_run}", f"out={out}", option], key)
-    assert not out.exists()
+    (tmp_path / "FILE").write_text("x")
+    argv = [f"run_dir={unloadable_run}", option.replace("FILE", str(tmp_path / "FILE"))]
+    refused(capsys, export_main, argv if option.startswith("out=") else [*argv, f"out={out}"], key)
+    assert not out.exists() and (tmp_path / "FILE").read_text() == "x"
 
 
 def test_score_refuses_an_output_folder_and_a_repeated_option_before_scoring(tmp_path, capsys):
