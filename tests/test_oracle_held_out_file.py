@@ -92,3 +92,7 @@ def test_a_bad_held_out_file_is_refused_by_row_and_field_before_the_model_loads(
     monkeypatch.setattr(models, "load_trained_model", no_model)
     assert eval_command.main([f"run_dir={saved_run}", f"task.data.test_path={bad}", "tag=bad"]) == 2
     assert "row 1, field 'answer'" in capsys.readouterr().err
+    missing = tmp_path / "missing.jsonl"
+    assert eval_command.main([f"run_dir={saved_run}", f"task.data.test_path={missing}", "tag=bad"]) == 2
+    err = capsys.readouterr().err
+    assert "task.data.test_path" in err and str(missing) in err

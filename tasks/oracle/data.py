@@ -15,11 +15,11 @@ from ao_calib.judges.label import yes_no
 log = logging.getLogger(__name__)
 
 
-def load_labelled_rows(path: str | Path) -> list[dict]:
+def load_labelled_rows(path: str | Path, what: str = "oracle data file") -> list[dict]:
     """Rows with non-empty string ``prompt`` and ``question`` and an ``answer`` of Yes or No (any case).
-    Extra fields are kept. Errors name the row and the field."""
+    Extra fields are kept. Errors name the row and the field; a missing file is named as ``what``."""
     path = Path(path)
-    text = read_data_text(path, "oracle data file")
+    text = read_data_text(path, what)
     rows = []
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     for index, (line_no, line) in enumerate(lines):
@@ -45,7 +45,7 @@ def load_held_out_rows(path: str | Path) -> list[dict]:
     """The rows of a labelled held-out file (``task.data.test_path``), as ``load_labelled_rows`` gives them:
     ``prompt``, ``question``, ``answer`` (Yes or No) and ``kind``, extra fields kept. The one place a held-out file
     is read, whatever its layout (today the labelled JSONL one)."""
-    return load_labelled_rows(path)
+    return load_labelled_rows(path, "the held-out file (task.data.test_path)")
 
 
 WILDCHAT_HUB_ID = "ceselder/wildchat-oracle-questions"

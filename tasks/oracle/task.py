@@ -172,7 +172,7 @@ class OracleTask(Task):
         if data.path:
             train, test = self._wildchat_rows()
         elif data.train_path:
-            train, test = load_labelled_rows(data.train_path), None
+            train, test = load_labelled_rows(data.train_path, "the training file (task.data.train_path)"), None
         else:
             splits = generate_splits_for(data.generate, self.data_seed)
             train, test = splits[0], splits[-1]
