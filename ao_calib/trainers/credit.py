@@ -68,9 +68,10 @@ def answer_probability_targets(informativeness: torch.Tensor, probability: torch
     """Per completion, its group's chance of a right answer under the policy's own probabilities (``probability``
     credit): Σ over the distinct answers ``a`` the group wrote of mean P(a) × mean informativeness(a). ``answer`` keys
     each completion's answer (equal keys: the same answer; -1: none, e.g. no valid tag), ``probability`` is the
-    policy's probability of that answer after its own tag. Completions without a key, a probability or a judgment
-    give nothing; NaN for a whole group that has no answer with both. Clipped to [0, 1] (the probabilities come
-    after different tags, so their sum can pass 1 by a little)."""
+    policy's probability of that answer after its own tag, the end token closing it included
+    (``answer_probabilities``), so that distinct answers are disjoint events. Completions without a key, a
+    probability or a judgment give nothing; NaN for a whole group that has no answer with both. Clipped to [0, 1]
+    (the probabilities come after different tags, so their sum can pass 1 by a little)."""
     targets = torch.full_like(informativeness, float("nan"))
     for start in range(0, informativeness.numel(), group_size):
         seen: dict[int, tuple[list[float], list[float]]] = {}
