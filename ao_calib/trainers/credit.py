@@ -209,10 +209,10 @@ class ConfidenceCreditMixin:
 
     def _answer_probabilities(self, output: dict, answers: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per local completion, the sampling policy's probability of the answer it wrote after its tag, its end
-        included (``answer_probabilities``; NaN when it has no tag, no answer or no end) and a key for that answer (a checksum of ``answers``, the answer the reward read
-        in each local completion, equal across processes; -1 when none). The log-probs are TRL's old-policy ones
-        when it computed them, else one no-grad pass through the same method (steered like TRL's own scoring
-        passes, at the sampling temperature)."""
+        included (``answer_probabilities``; NaN when it has no tag, no answer or no end), and a key for that answer
+        (a checksum of ``answers``, the answer the reward read in each local completion, equal across processes; -1
+        when none). The log-probs are TRL's old-policy ones when it computed them, else one no-grad pass through
+        the same method (steered like TRL's own scoring passes, at the sampling temperature)."""
         prompt_ids, completion_ids = output["prompt_ids"], output["completion_ids"]
         completion_mask = output["completion_mask"]
         logps = output.get("old_per_token_logps")
