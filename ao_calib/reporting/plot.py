@@ -259,6 +259,31 @@ def _std_band(ax: Any, placed: list, stage: str, xs: list[float], ys: list[float
                         color=color, alpha=0.15, linewidth=0, label="reward ± std")
 
 
+
+def plot_pooled_reliability(rows: list[dict], out_dir: str | Path, tag: str, ood_datasets=None,
+                            method: str = "stated") -> list[Path]:
+    """One reliability diagram per pooled group of prediction rows (in- and out-of-distribution datasets,
+    ``ao_calib.calibration.per_dataset.grouped``) of ``method``'s confidence on the own-condition rows (the stated
+    number, or a baseline's name), drawn as the evaluation draws its own: ``out_dir/reliability_<tag>_<group>.png``
+    (``_<method>`` added for a baseline). A group where no own row carries ``method`` gets none."""
+    from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, plot_reliability_diagram
+    from ao_calib.calibration.per_dataset import STATED, grouped, method_scores
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for group, group_rows in grouped(rows, ood_datasets)["pooled"].items():
+        confidences, outcomes, _ = method_scores([r for r in group_rows if r["condition"] == "own"], method)
+        if not confidences:
+            continue
+        correct = binarize(outcomes)
+        path = out / f"reliability_{tag}_{group}{'' if method == STATED else '_' + method}.png"
+        title = (f"{tag} {group.replace('_', ' ')}, {method}: acc {correct.mean():.3f}, "
+                 f"AUROC {auroc(confidences, correct):.3f}, ECE {expected_calibration_error(confidences, correct):.3f}"
+                 f" (n={len(confidences)})")
+        paths.append(plot_reliability_diagram(confidences, outcomes, path, title=title))
+    return paths
+
 @dataclass
 class PlotArgs(Checked):
     run_dir: str = setting(help="The run directory (holding metrics.jsonl).")
