@@ -48,7 +48,9 @@ def mode_frequency(answers: Sequence[str], normalise: Callable[[str], str] = ans
 
 def answer_share(answers: Sequence[str], answer: str, normalise: Callable[[str], str] = answer_outcome) -> float:
     """The share of the sampled ``answers`` that agree with ``answer`` (e.g. the greedy one a row is scored on),
-    both normalised alike. Equal to the mode frequency where ``answer`` is the mode."""
+    both normalised alike. Equal to the mode frequency where ``answer`` is the mode. Its exact expectation over k
+    samples is that answer's outcome probability itself, whatever k (the own-answer probability, but over all
+    outcomes rather than renormalised over yes and no)."""
     if not answers:
         raise ValueError("answer_share needs at least one sampled answer")
     target = normalise(answer)

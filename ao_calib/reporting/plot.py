@@ -259,7 +259,6 @@ def _std_band(ax: Any, placed: list, stage: str, xs: list[float], ys: list[float
                         color=color, alpha=0.15, linewidth=0, label="reward ± std")
 
 
-
 def plot_pooled_reliability(rows: list[dict], out_dir: str | Path, tag: str, ood_datasets=None,
                             method: str = "stated") -> list[Path]:
     """One reliability diagram per pooled group of prediction rows (in- and out-of-distribution datasets,
@@ -283,6 +282,7 @@ def plot_pooled_reliability(rows: list[dict], out_dir: str | Path, tag: str, ood
                  f" (n={len(confidences)})")
         paths.append(plot_reliability_diagram(confidences, outcomes, path, title=title))
     return paths
+
 
 @dataclass
 class PlotArgs(Checked):
