@@ -61,3 +61,27 @@ def test_labels_and_refusals():
         LinearProbe.fit(np.ones((4, 2)), np.ones(4))
     with pytest.raises(ValueError, match=r"\(N, d\)"):
         LinearProbe.fit(np.ones(4), np.array([0, 1, 0, 1]))
+
+
+def test_probe_reads_a_tiny_models_extracted_activations(offline_env):
+    """The plumbing on real activations: a tiny random-initialised model's residual stream, collected as the oracle
+    collects it (every position but the first), averaged per prompt, tells prompts about cats from prompts about
+    trains, on prompts the probe was not fitted on."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ao_calib.steering.activations import PositionRule, extract_activations
+    from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+
+    path = ensure_tiny_model(TinyModelSpec(), offline_env / "tiny_models")
+    tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)
+    subjects = {"cat": 1.0, "train": 0.0}
+    prompts = [(f"Tell me {adjective} facts about the {subject}.", label) for subject, label in subjects.items()
+               for adjective in ("fun", "odd", "old", "new", "true", "short", "long", "rare")]
+    acts = extract_activations(model, tokenizer, [p for p, _ in prompts], [2], PositionRule("full", skip_first=1))
+    features = mean_vectors([a[2] for a in acts])
+    labels = np.array([label for _, label in prompts])
+    train = np.array([i % 8 < 5 for i in range(len(prompts))])
+    scores = probe_baseline(features[train].numpy(), labels[train], features[~train].numpy(), labels[~train])
+    assert features.shape == (len(prompts), model.config.hidden_size)
+    assert scores.accuracy >= 0.8  # 6 held-out prompts; chance is 0.5
+    assert scores.confidence.shape == (int((~train).sum()),)
