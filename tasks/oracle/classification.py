@@ -915,6 +915,7 @@ def _balanced(rows: list[dict], rng: random.Random) -> list[dict]:
     if not yes or not no or len(yes) == len(no):
         return rows
     larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
+    larger.sort(key=lambda i: (rows[i]["prompt"], str(rows[i].get("question"))))  # so input order does not matter
     dropped = set(rng.sample(larger, len(larger) - len(smaller)))
     return [r for i, r in enumerate(rows) if i not in dropped]
 
