@@ -37,6 +37,48 @@ class OracleGeneratedDataConfig(Checked):
 
 
 @dataclass
+class OracleClassificationDataConfig(Checked):
+    """The Activation Oracle paper's yes/no classification files as the run's rows (ao_calib_tasks.oracle.
+    classification_source): train/validation/test split by statement per dataset, the Engels probes as
+    out-of-distribution test rows."""
+
+    config_key = "task.data.classification"
+
+    enabled: bool = setting(False, "Take the rows from the classification files in place of generated data: "
+                            "train/validation/test per in-distribution dataset (split by statement), and the Engels "
+                            "probes as out-of-distribution test rows.")
+    data_dir: Optional[str] = setting(None, "The folder of classification files (laid out as data/ao_classification)"
+                                      "; null: the copy shipped with the clone.")
+    datasets: list[str] = setting(["geometry_of_truth", "relations", "tense", "singular_plural"],
+                                  "The in-distribution datasets: trained on, and scored on their test split.")
+    ood: bool = setting(True, "Also score every Engels probe of data_dir, as out-of-distribution test rows.")
+    fractions: list[float] = setting([0.8, 0.1, 0.1], "Shares of each dataset's statements in train, validation "
+                                     "and test (three numbers summing to 1).")
+    all_paraphrases: bool = setting(True, "Ask each question in a paraphrase drawn from every paraphrase of its "
+                                    "group; false: always the first one.")
+    n_train: int = setting(400, "At most this many training rows per dataset (whole statements, drawn by the "
+                           "seed).", allowed=at_least(1))
+    n_validation: int = setting(60, "At most this many validation rows per dataset (the Platt fit's rows).",
+                                allowed=at_least(1))
+    n_test: int = setting(100, "At most this many test rows per in-distribution dataset.", allowed=at_least(1))
+    n_ood: int = setting(100, "At most this many test rows per Engels probe.", allowed=at_least(1))
+    seed: Optional[int] = setting(None, "Seed of the paraphrases, the split and the caps; null: trainer.seed.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        values = list(self.fractions)
+        if len(values) != 3 or any(v < 0 for v in values) or abs(sum(values) - 1) > 1e-9 or not values[0]:
+            raise ValueError(f"fractions={values}: out of range, allowed three non-negative numbers (train, "
+                             "validation, test; train > 0) summing to 1")
+        if not self.datasets:
+            raise ValueError("datasets=[]: out of range, allowed a non-empty list of dataset names")
+        engels = [name for name in self.datasets if name.startswith("engels_")]
+        if engels:
+            raise ValueError(f"datasets={list(self.datasets)}: {engels} are Engels probes, scored out of "
+                             "distribution with ood=true; allowed the in-distribution datasets only")
+
+
+@dataclass
 class OracleDataConfig(Checked):
     """Where the oracle's rows come from, and which held-out split every evaluation scores."""
 
@@ -56,6 +98,9 @@ class OracleDataConfig(Checked):
         "Alone, the training rows (and their mean, activations.center) stay the data source's; a row the run's own "
         "splits hold is asked as there. null: the data source's held-out split.")
     generate: OracleGeneratedDataConfig = setting(factory=OracleGeneratedDataConfig, help="The offline generator.")
+    classification: OracleClassificationDataConfig = setting(
+        factory=OracleClassificationDataConfig, help="The Activation Oracle paper's classification files as the "
+        "run's rows, in place of generated data.")
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
                                                allowed=at_least(1))
     eval_split: str = setting(
@@ -210,6 +255,15 @@ class OracleTaskConfig(TaskConfig):
         True, "At the final evaluation (generated data with a validation split): the oracle's own answer "
         "probability, Platt-scaled on the validation split, as baselines.logprob_platt in each predictions row and "
         "its AUROC/ECE in eval.json. A run scoring the validation split writes it raw (baselines.logprob).")
+    baselines_suite: bool = setting(
+        False, "At the final evaluation, beside logprob(_platt): the bootstrap mode share, the warm-up's stated "
+        "number, the text-only rule and a linear probe in each own-condition row (baselines.*), with their figures "
+        "per dataset in eval.json. Needs a validation split.")
+    baselines_mode_k: int = setting(
+        20, "baselines.mode: the exact expected mode share of this many answers sampled at temperature 1, from the "
+        "next-token distribution after the oracle's own tag (the answer is its first token).", allowed=at_least(1))
+    baselines_probe_c: float = setting(1.0, "baselines.probe: the inverse L2 strength of the linear probe on the "
+                                       "activations the oracle reads (scikit-learn's C).", allowed=above(0))
     prompt: OraclePromptConfig = setting(factory=OraclePromptConfig, help="What is added to every oracle question.")
     stand_in: StandInOracleConfig = setting(factory=StandInOracleConfig, help="A tiny stand-in for a pretrained "
                                             "oracle adapter, for offline runs (tiny models only).")
@@ -230,6 +284,13 @@ class OracleTaskConfig(TaskConfig):
         if self.sft_unstated_tag_only and self.sft_open_unstated:
             raise ValueError("sft_unstated_tag_only=true: out of range with sft_open_unstated=true (that asks the "
                              "same rows openly); set one of them to false")
-        if self.data.eval_split == "validation" and not self.data.generate.n_validation_prompts:
+        if self.data.classification.enabled and (self.data.path or self.data.train_path):
+            raise ValueError("data.classification.enabled=true: out of range with data.path / data.train_path set "
+                             "(each names the run's rows); set one of them")
+        if self.baselines_suite and not self.baselines_logprob_platt:
+            raise ValueError("baselines_suite=true: out of range with baselines_logprob_platt=false (the suite adds "
+                             "to that baseline's rows); set it to true")
+        if (self.data.eval_split == "validation" and not self.data.generate.n_validation_prompts
+                and not self.data.classification.enabled):
             raise ValueError("data.eval_split=validation: set data.generate.n_validation_prompts > 0 (generated "
                              "data holds a validation split only then)")

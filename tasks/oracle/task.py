@@ -27,6 +27,8 @@ from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, cal
 
 from .baselines import ANSWERS
 from .classification import load_suite
+from .classification_source import classification_splits
+from .classification_source import summary as classification_summary
 from .config import OracleTaskConfig
 from .data import load_held_out_rows, load_labelled_rows, load_wildchat
 from .generate import NOT_STATED, generate_splits_for, open_question
@@ -58,7 +60,7 @@ def answers_drawn_from(row: dict, unreadable: bool) -> list[str]:
 class OracleTask(Task):
     config_class = OracleTaskConfig
     headline_metric = "correct"
-    prediction_columns = ("question", "kind", "source_id", "readable")
+    prediction_columns = ("question", "kind", "source_id", "readable", "dataset", "in_distribution")
     injects_activations = True
 
     def __init__(self, config: OracleTaskConfig, context: TaskContext):
@@ -73,7 +75,9 @@ class OracleTask(Task):
         if config.data.train_path and not config.data.test_path:
             raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
         # read and checked here, so that a bad held-out file is refused before any model loads
-        self._held_out_file = load_held_out_rows(config.data.test_path) if config.data.test_path else None
+        self._held_out_file = (load_held_out_rows(config.data.test_path, all_paraphrases=config.data.classification
+                                                  .all_paraphrases) if config.data.test_path else None)
+        self._train_rows: list[dict] = []  # the training rows (raw), for the probe baseline
         for key in ("rl_none_fraction", "rl_unreadable_fraction", "rl_expected_over_draw", "rl_reserved_prompts"):
             if getattr(config, key) and context.stages and context.stages[-1] == "sft":
                 # checked here, before any model loads: SFT would imitate coin-flip labels
@@ -115,6 +119,7 @@ class OracleTask(Task):
         train_rows, own_rows = self._rows()
         if tcfg.data.max_train_samples:
             train_rows = train_rows[: tcfg.data.max_train_samples]
+        self._train_rows = train_rows
         test_rows = own_rows if self._held_out_file is None else self._held_out_file
         if tcfg.data.withhold_answers:  # (the training rows lose theirs in _rows)
             test_rows = [{**r, "answer": None} for r in test_rows]
@@ -173,6 +178,11 @@ class OracleTask(Task):
             train, test = self._wildchat_rows()
         elif data.train_path:
             train, test = load_labelled_rows(data.train_path, "the training file (task.data.train_path)"), None
+        elif data.classification.enabled:
+            splits = classification_splits(data.classification, self.context.seed_or(data.classification.seed))
+            log.info("oracle data (task.data.classification): %s", classification_summary(splits))
+            train, self._validation_rows = splits["train"], splits["validation"]
+            test = splits["validation"] if data.eval_split == "validation" else splits["test"]
         else:
             splits = generate_splits_for(data.generate, self.data_seed)
             train, test = splits[0], splits[-1]
@@ -317,6 +327,7 @@ class OracleTask(Task):
             "kind": row.get("kind", "labelled"),
             **({"readable": row["readable"]} if "readable" in row else {}),
             **({"fact": row["fact"]} if "fact" in row else {}),
+            **{key: row[key] for key in ("dataset", "in_distribution", "question_group") if key in row},
         }
 
     # --------------------------------------------------------------------------------- rewards / eval
@@ -533,11 +544,56 @@ class OracleTask(Task):
         return pair_controls([self._oracle_row(r, self._steering.store, self._draw(rng)) for r in rows])
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+        from .confidence_baselines import per_dataset
+
         out = self._answer_probability_baseline(model, tokenizer, generate, run_dir, tag)
+        if tag == RunDir.FINAL and self.config.baselines_suite:
+            suite = self._baseline_suite(model, tokenizer, run_dir, tag)
+            out = {**out, "baselines": {**out.get("baselines", {}), **suite}}
+        figures = distributed.on_main(lambda: per_dataset(run_dir, tag, ("control", "none")))
+        if figures is not None:
+            out["per_dataset"] = figures
         ccfg = self.config.classification
         if not ccfg.enabled:
             return out
         return {**out, **self._classification(model, tokenizer, generate, run_dir, tag)}
+
+    def _baseline_suite(self, model, tokenizer, run_dir: RunDir, tag: str) -> dict:
+        """``task.baselines_suite``: the mode share, the warm-up's number, the text-only rule and the probe
+        (``confidence_baselines``) written into every own-condition row of the evaluation, with their pooled
+        figures for eval.json."""
+        from ao_calib.evaluation.evaluate import rows_of_records
+
+        from . import confidence_baselines as cb
+
+        if distributed.is_distributed() and distributed.sharded():
+            log.warning("task.baselines_suite: skipped under a sharded model (it scores on the main process)")
+            return {}
+
+        def run() -> dict:
+            path = run_dir.predictions(tag)
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            rows = rows_of_records(self._test_rows, records, self.context.eval_seed, cb.JOIN)
+            if rows is None:
+                log.warning("task.baselines_suite: skipped: the rows of %s are not those this evaluation drew", path)
+                return {}
+            distributions = cb.outcome_distributions(
+                model, tokenizer, rows, [r["completion"] for r in records], self._steering,
+                chat_template_kwargs=dict(self.context.model.chat_template_kwargs))
+            cb.add_to_records(records, "mode", *cb.mode_baseline(distributions, [r["answer"] for r in rows],
+                                                                  self.config.baselines_mode_k))
+            cb.add_to_records(records, "warmup", *cb.warmup_baseline(run_dir, records))
+            cb.add_to_records(records, "text_rule", cb.text_rule(records))
+            cb.add_to_records(records, "probe", *cb.probe_baseline_rows(
+                self._steering.store, self._train_rows, rows, self._layers, activation_id,
+                self.config.baselines_probe_c, self.data_seed))
+            write_jsonl(path, records)
+            report = cb.pooled_report(records, ["mode", "warmup", "text_rule", "probe"])
+            print(f"[eval:{tag}] baselines (task.baselines_suite): " + ", ".join(
+                f"{name} AUROC {m['auroc']:.3f} ECE {m['ece']:.3f}" for name, m in report.items()), flush=True)
+            return report
+
+        return distributed.on_main(run)
 
     def _answer_probability_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """``task.baselines_logprob_platt`` at the final evaluation: Platt-scaled on a run scoring the test split (with

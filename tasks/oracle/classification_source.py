@@ -1,0 +1,66 @@
+"""``task.data.classification``: the Activation Oracle paper's yes/no classification files as an oracle run's rows.
+
+Every file of the folder is read with all its rows (``classification.load_folder``), split by statement per dataset
+(``classification.split_by_prompt``: no statement in two splits, Yes/No balanced), and each split is capped per
+dataset by whole statements drawn by the seed. The Engels probes are out-of-distribution test rows only. Every row
+names its ``dataset`` and whether it is ``in_distribution``; its ``kind`` is its dataset.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from ao_calib.errors import AOCalibError
+
+from .classification import OOD_SPLIT, is_engels, load_folder, shipped_data_dir, split_by_prompt
+from .config import OracleClassificationDataConfig
+
+KEY = "task.data.classification"
+SPLITS = ("train", "validation", "test")
+
+
+def classification_splits(config: OracleClassificationDataConfig, seed: int) -> dict[str, list[dict]]:
+    """``{"train", "validation", "test"}`` rows: the named datasets' splits, each capped per dataset (``n_train``,
+    ``n_validation``, ``n_test``), and in ``test`` after them the Engels probes' rows (``n_ood`` each) when
+    ``config.ood``. A named dataset without rows is refused, naming the key."""
+    data_dir = config.data_dir or shipped_data_dir(f"{KEY}.data_dir")
+    rows = load_folder(data_dir, seed, all_paraphrases=config.all_paraphrases)
+    found = sorted({r["dataset"] for r in rows if not is_engels(r["dataset"])})
+    missing = [name for name in config.datasets if name not in found]
+    if missing:
+        raise AOCalibError(f"{KEY}.datasets: {missing} have no rows in {data_dir} (its datasets: {found})")
+    wanted = set(config.datasets)
+    rows = [r for r in rows if r["dataset"] in wanted or (config.ood and is_engels(r["dataset"]))]
+    splits = split_by_prompt(rows, tuple(config.fractions), seed)
+    caps = {"train": config.n_train, "validation": config.n_validation, "test": config.n_test}
+    out = {name: capped(splits[name], caps[name], f"{seed}:{name}") for name in SPLITS}
+    out["test"] += capped(splits[OOD_SPLIT], config.n_ood, f"{seed}:{OOD_SPLIT}")
+    for name in SPLITS:
+        out[name] = [{**r, "kind": r["dataset"], "in_distribution": not is_engels(r["dataset"])} for r in out[name]]
+        if not out[name] and name != "validation":
+            raise AOCalibError(f"{KEY}: the {name} split is empty (fractions={list(config.fractions)})")
+    return out
+
+
+def capped(rows: list[dict], cap: int, seed: str) -> list[dict]:
+    """At most ``cap`` rows per dataset, whole statements (every question about a kept prompt) drawn by ``seed``,
+    taken until the next statement would pass the cap; rows keep their order."""
+    kept: set[tuple[str, str]] = set()
+    for dataset in sorted({r["dataset"] for r in rows}):
+        sizes = Counter(r["prompt"] for r in rows if r["dataset"] == dataset)
+        prompts = sorted(sizes)
+        random.Random(f"classification_cap:{dataset}:{seed}").shuffle(prompts)
+        total = 0
+        for prompt in prompts:
+            if total + sizes[prompt] > cap:
+                break
+            kept.add((dataset, prompt))
+            total += sizes[prompt]
+    return [r for r in rows if (r["dataset"], r["prompt"]) in kept]
+
+
+def summary(splits: dict[str, list[dict]]) -> str:
+    """One line per split: its rows per dataset."""
+    return "; ".join(f"{name}: " + ", ".join(f"{d} {n}" for d, n in Counter(r["dataset"] for r in rows).items())
+                     for name, rows in splits.items())
