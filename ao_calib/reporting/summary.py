@@ -140,6 +140,16 @@ def evaluation_table(rows: list[tuple[str, dict]]) -> list[str]:
     return lines
 
 
+def _per_dataset_table(run_dir: RunDir) -> list[str]:
+    """The final evaluation's confidence methods per dataset (its ``per_dataset`` figures), where it has them."""
+    from ao_calib.calibration.per_dataset import figures_table
+
+    path = run_dir.eval_report()
+    figures = (read_json(path) or {}).get("per_dataset") if path.is_file() else None
+    return ["", " every confidence method per dataset (final evaluation):", figures_table(figures), ""] if figures \
+        else []
+
+
 def print_final_screen(summary: dict) -> None:
     """The closing block: alerts with what to do, the table of every evaluation, then where the files are."""
     fm = summary["final_metrics"]
@@ -151,12 +161,17 @@ def print_final_screen(summary: dict) -> None:
     for name, alert in (summary.get("alerts") or {}).items():
         when = "at start-up" if alert.get("step") == 0 else f"step {alert.get('step')}"  # a check before training
         lines.append(f" ALERT {name} ({when}): {alert['message']}")
+    if summary.get("selection"):  # eval.select_metric: each stage's chosen step
+        from ao_calib.evaluation.selection import selection_lines
+
+        lines += selection_lines(summary["selection"])
     rows = evaluation_rows(RunDir(summary["run_dir"]))
     if rows:
         lines += ["", *evaluation_table(rows), ""]
         if any("resolution" in m for _, m in rows):
             lines.append(" Brier (binned) = rel - res + uncertainty; AUROC 0.5 = confidence does not rank right over "
                          "wrong")
+    lines += _per_dataset_table(RunDir(summary["run_dir"]))
     lines += [f" run directory: {summary['run_dir']}",
               f" curves: python -m ao_calib.plot {summary['run_dir']}", "=" * 72]
     print("\n".join(lines), flush=True)

@@ -14,7 +14,8 @@ answer also writes ``baseline_correct.<name>``, against which its confidence is 
   (``group_rate_rule``): what the wording alone tells.
 * ``probe``: a linear probe (``calibration.probe``) on the mean of the very vectors the oracle reads (centred as
   it reads them), one per dataset, question group and asked class, fitted on the training rows; a dataset with no
-  training rows (an Engels probe) is cross-fitted on its own rows in ``PROBE_FOLDS`` folds of whole statements.
+  training rows (an Engels probe) is cross-fitted on its own rows in ``PROBE_FOLDS`` folds of whole statements;
+  where the rows to fit on hold one class, the probe answers it at its smoothed share (``prior_answer``).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def probe_key(row: dict) -> tuple[str, str, str]:
 def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], layers: list[int],
                         activation_id: Callable[[str], str], c: float, seed: int) -> tuple[list, list]:
     """(confidence, correct) of the probe on each of ``rows`` (oracle rows: ``activation_id``, ``source_layer``,
-    ``answer``), read at the row's own layer; None for a row whose group has no probe (a single class)."""
+    ``answer``), read at the row's own layer; ``prior_answer`` where a group's training rows hold one class."""
     confidence, correct = [None] * len(rows), [None] * len(rows)
     train_by_key: dict[tuple, list[dict]] = {}
     for row in train_rows:
@@ -117,9 +118,13 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
             folds = [(indices, [activation_id(r["prompt"]) for r in train], [r["answer"] for r in train])]
         else:  # no training rows: cross-fitted on the group's own rows, whole statements per fold
             folds = _cross_folds([rows[i] for i in indices], indices, seed)
+        if not folds:  # a single statement: nothing to fit on
+            folds = [(indices, [], [])]
         for test_indices, train_ids, train_answers in folds:
             labels = yes_labels(train_answers)
-            if labels.min() == labels.max():
+            if not labels.size or labels.min() == labels.max():
+                for i in test_indices:
+                    confidence[i], correct[i] = prior_answer(labels, rows[i]["answer"])
                 continue
             scores = probe_baseline(features(train_ids, layer), labels,
                                     features([rows[i]["activation_id"] for i in test_indices], layer),
@@ -127,6 +132,13 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
             for i, conf, hit in zip(test_indices, scores.confidence.tolist(), scores.correct.tolist()):
                 confidence[i], correct[i] = conf, hit
     return confidence, correct
+
+
+def prior_answer(labels: np.ndarray, answer: str) -> tuple[float, float]:
+    """(confidence, correct) where a probe cannot be fitted (its training rows hold one class, or none): the class
+    the training rows hold, at its Laplace-smoothed share (n+1)/(n+2); Yes at 0.5 with no training rows."""
+    says_yes = bool(labels.size == 0 or labels[0] == 1)
+    return (labels.size + 1) / (labels.size + 2), float(says_yes == (yes_no(answer) == "yes"))
 
 
 def _cross_folds(group: list[dict], indices: list[int], seed: int) -> list[tuple[list[int], list[str], list[str]]]:

@@ -633,8 +633,9 @@ class OracleTask(Task):
             template = dict(self.context.model.chat_template_kwargs)
             correct = [s["correct"] for s in self.score(completions, validation)]
             if len(set(correct)) < 2:
-                log.warning("baselines.logprob_platt: the validation answers are all right or all wrong; skipped")
-                return {}
+                log.warning("baselines.logprob_platt: the validation answers are all right or all wrong; skipped "
+                            "(baselines.logprob written raw)")
+                return self._logprob_on_validation(model, tokenizer, run_dir, tag, on_main=False)
             fit = PlattScaling.fit(own_answer_probabilities(model, tokenizer, validation, completions,
                                                             self._steering, chat_template_kwargs=template), correct)
             scored = self._own_answer_probabilities_of_predictions(model, tokenizer, run_dir, tag, "logprob_platt")
@@ -678,7 +679,7 @@ class OracleTask(Task):
                                                  chat_template_kwargs=dict(self.context.model.chat_template_kwargs))
         return path, records, probabilities
 
-    def _logprob_on_validation(self, model, tokenizer, run_dir: RunDir, tag: str) -> dict:
+    def _logprob_on_validation(self, model, tokenizer, run_dir: RunDir, tag: str, on_main: bool = True) -> dict:
         """A run that evaluates on the validation split (choosing settings) has nothing to fit Platt's map on but
         the rows it scores, so it writes the oracle's own answer probability raw, as ``baselines.logprob`` in every
         own-condition row, with its AUROC in eval.json: Platt's map is increasing, so the raw probability ranks the
@@ -703,7 +704,7 @@ class OracleTask(Task):
                   flush=True)
             return {"baselines": {"logprob": report}}
 
-        return distributed.on_main(score)
+        return distributed.on_main(score) if on_main else score()
 
     def _classification(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         ccfg = self.config.classification
