@@ -207,7 +207,8 @@ def main() -> None:
             note = (f"Matmul rate: {gflops:.1f} GFLOP/s (float32, 2048 x 2048); device: {device_name()}. Peak RSS is the "
                     "process's peak so far (the benchmarks run in order in one process).")
             update_benchmarks(args.write, "smollm2_steps", [*table, "", note],
-                              command="python -m bench.smollm2_steps --write BENCHMARKS.md")
+                              command=f"python -m bench.smollm2_steps --rounds {args.rounds} --steps {args.steps}"
+                              + (f" --only {args.only}" if args.only else "") + " --write BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ def main() -> None:
                      f"rounds x {args.steps} steps | {ours:.0f} ms | {trl:.0f} ms | {ours / trl:.3f} | {device_name()} |")
     if args.write:
         update_benchmarks(args.write, "tool_json_steps", table,
-                          command="python -m bench.tool_json_steps --write BENCHMARKS.md")
+                          command=f"python -m bench.tool_json_steps --rounds {args.rounds} --steps {args.steps} "
+                                  f"--model {args.model} --write BENCHMARKS.md")
 
 
 if __name__ == "__main__":
