@@ -119,9 +119,8 @@ def test_prepare_under_an_fsdp2_launch_on_cpu_keeps_every_process_whole(tmp_path
     `fsdp_plugin`"). The sharded path runs on GPUs only; here ``prepare`` keeps the model whole on every process,
     each with the main process's weights although the launch asks for ``cpu_ram_efficient_loading`` (whose
     weight broadcast is part of the FSDP preparation that does not run)."""
-    from tests.test_distributed import spawn_two
-
     from ao_calib import models
+    from tests.test_distributed import spawn_two
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     source = models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it
