@@ -186,6 +186,18 @@ class Task(ABC):
         write files and call a judge on the main process only (``ao_calib.distributed.is_main``/``on_main``)."""
         return {}
 
+    def metric_names(self) -> frozenset[str]:
+        """The figures an evaluation reports (``aggregate``'s keys), which ``eval.select_metric`` is checked against
+        before the model loads: the headline, every reward component's mean, a calibrated task's calibration
+        figures and a steered task's variant accuracies. A task whose ``score`` or ``aggregate`` adds others
+        extends it."""
+        names = {"accuracy", self.headline_metric, *self.reward_functions()}
+        if self.calibrated:
+            names |= {"confidence", *calibration_figure_names()}
+        if self.injects_activations:
+            names |= {f"{variant}/accuracy" for variant in ("control", "none")}
+        return frozenset(names)
+
     def summary(self) -> dict:
         """8. Task totals for summary.json at the end (e.g. the judge's calls, failures and cost)."""
         return {}
@@ -232,6 +244,15 @@ def calibration_figures(records: list[dict], confidences, outcomes, run_dir: Run
         cm.plot_risk_coverage(confidences, outcomes, run_dir.risk_coverage_plot(tag), title=(
             f"{tag}: AURC {report['aurc']:.3f}, selective acc@50% {report['selective_accuracy@50']:.3f}"))
     return report
+
+
+def calibration_figure_names() -> list[str]:
+    """The names ``calibration_figures`` gives its figures (those of the question kinds aside, named by kind), read
+    off a call on four made-up records that carry a kind and a question."""
+    records = [{"scores": {}, "kind": kind, "question": question} for kind, question in
+               (("a", "p"), ("a", "q"), ("b", "p"), ("b", "q"))]
+    figures = calibration_figures(records, [0.2, 0.4, 0.6, 0.8], [0.0, 1.0, 0.0, 1.0], None, "names")
+    return sorted(name for name in figures if not name.startswith("accuracy_kind/"))
 
 
 def build_task(cfg) -> Task:

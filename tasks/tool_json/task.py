@@ -76,6 +76,10 @@ class ToolJsonTask(Task):
     def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
         return [self.score_one(c, r) for c, r in zip(completions, rows)]
 
+    def metric_names(self) -> frozenset[str]:
+        # the figures score_completion adds beside the reward components
+        return super().metric_names() | {"total", "valid_json", "correct_format", "correct_tool"}
+
     def score_one(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)
         scores = score_completion(status.answer if status.parsed else completion, row)
