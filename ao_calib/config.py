@@ -188,6 +188,14 @@ class ConfidenceDecoding(str, Enum):
     mean = "mean"  # that mean itself, rounded to a whole number
 
 
+class SelectMode(str, Enum):
+    """Which way ``eval.select_metric`` is better (``ao_calib.evaluation.selection``)."""
+
+    auto = "auto"  # min for error-like figures (ece, brier, aurc, loss, ...), max for the others
+    max = "max"
+    min = "min"
+
+
 @dataclass
 class EvalConfig(Checked):
     """Held-out evaluation: before training, after the warm-up, during training and at the end."""
@@ -224,6 +232,14 @@ class EvalConfig(Checked):
         "chosen: most_likely (greedy), expected (the scale's number nearest the mean of the model's distribution "
         "over it) or mean (that mean, rounded to a whole number). The answer stays greedy. See "
         "docs/concepts/oracle.md.")
+    select_metric: Optional[str] = setting(
+        None, "Chooses each stage's final adapter by this figure of its evaluations during training and at its end "
+        "(task.data.eval_split=validation); the test split is scored once, on it. A name the task's evaluation "
+        "reports (accuracy, ece, auroc...); null: the last step. See docs/concepts/checkpoint_selection.md.")
+    select_mode: SelectMode = setting(
+        SelectMode.auto, "With select_metric: max (higher is better), min, or auto: min for error-like figures "
+        "(ece, mce, brier, aurc, loss, nll, error, kl), max for the others. Ties go to the earliest step; a NaN "
+        "never wins over a number.")
 
 
 @dataclass
@@ -554,6 +570,35 @@ def check_combinations(cfg) -> None:
     check_warmup_run_keys(cfg)
     check_confidence_loss(cfg)
     check_confidence_decoding(cfg)
+    check_checkpoint_selection(cfg)
+
+
+def check_checkpoint_selection(cfg) -> None:
+    """``eval.select_metric`` chooses on the split the evaluations during training score (the task's
+    ``task.data.eval_split``): refused unless that is the validation split, and unless there are such evaluations."""
+    from omegaconf import OmegaConf
+
+    metric = OmegaConf.select(cfg, "eval.select_metric", default=None)
+    if metric is None:
+        return
+    where = f"eval.select_metric={metric}"
+    if not str(metric).strip():
+        raise AOCalibError(f"{where}: name a metric the task's evaluation reports, or null (the last step)")
+    if not OmegaConf.select(cfg, "eval.enabled", default=True):
+        raise AOCalibError(f"{where} needs eval.enabled=true (it chooses by the evaluations during training)")
+    if not OmegaConf.select(cfg, "eval.every_steps", default=None):
+        raise AOCalibError(f"{where} needs eval.every_steps (the evaluations during training it chooses among); "
+                           "null scores the last step only")
+    split = OmegaConf.select(cfg, "task.data.eval_split", default=None)
+    if split != "validation":
+        raise AOCalibError(
+            f"{where}: the evaluations during training score task.data.eval_split={split}, so the checkpoint "
+            "would be chosen on the split its numbers are reported on. Set task.data.eval_split=validation (the "
+            "final evaluation then scores the test split once, on the chosen adapter)")
+    held_out_file = OmegaConf.select(cfg, "task.data.test_path", default=None)
+    if held_out_file:  # a task may score this file whatever eval_split says
+        raise AOCalibError(f"{where}: task.data.test_path={held_out_file} is a held-out file in place of the "
+                           "generated validation and test splits; select on generated data (unset it)")
 
 
 def typed(node, schema: type):

@@ -41,6 +41,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     from ao_calib import models
     from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.evaluation import evaluate
+    from ao_calib.evaluation.selection import StageSelection, check_metric_name, on_split
     from ao_calib.prompt_guard import guard_prompts
     from ao_calib.preflight import check_resources
     from ao_calib.reporting import summary as run_summary
@@ -63,6 +64,11 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         summary.write("running")
         set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         task = build_task(cfg)
+        selecting = cfg.eval.enabled and cfg.eval.select_metric is not None
+        final_task = task  # the task of the final evaluation: under selection, one that scores the test split
+        if selecting:
+            check_metric_name(cfg.eval.select_metric, task)  # refused before the model loads
+            final_task = build_task(on_split(cfg, "test"))
         # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
         needs = distributed.on_main(lambda: task.requirements(need_adapter=not cfg.trainer.init_from))
         adapter = (distributed.on_main(lambda: models.resolve_init_adapter(cfg.trainer.init_from, cfg.model))
@@ -75,10 +81,15 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
         model = sharding.prepare(model, uses_bf16(cfg.model))
         summary.model = models.describe(model, cfg.model, source)
-        data, prompts_over = guard_prompts(
-            task.build_data(tokenizer, model), tokenizer, cfg.trainer.get("max_prompt_length"),
-            cfg.trainer.get("prompt_length_policy"),
-            OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True))
+        guarded = functools.partial(guard_prompts, tokenizer=tokenizer, limit=cfg.trainer.get("max_prompt_length"),
+                                    policy=cfg.trainer.get("prompt_length_policy"),
+                                    chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs,
+                                                                                resolve=True))
+        data, prompts_over = guarded(task.build_data(tokenizer, model))
+        final_data = data
+        if selecting:  # the test split, scored once at the end, on the chosen adapter
+            final_data, final_over = guarded(final_task.build_data(tokenizer, model))
+            prompts_over = {**prompts_over, **({"final_test": final_over["test"]} if "test" in final_over else {})}
         over_budget = references_over_budget(data, tokenizer, _generation_budgets(cfg))
         reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
         schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
@@ -88,6 +99,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         setup = TrainerSetup(cfg.model, model, tokenizer, data, run_dir, schedule, reward_fns,
                              report_to_wandb=summary.wandb_run_id is not None, seed=cfg.trainer.seed)
         evaluate_as = functools.partial(evaluate, task, model, tokenizer, data, **_eval_kwargs(cfg, run_dir))
+        evaluate_final = (functools.partial(evaluate, final_task, model, tokenizer, final_data,
+                                            **_eval_kwargs(cfg, run_dir)) if selecting else evaluate_as)
         initial_done = start.resuming and run_dir.eval_report("initial").is_file()
         if cfg.eval.enabled and cfg.eval.initial and not initial_done:
             evaluate_as(tag="initial")
@@ -103,13 +116,16 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             finished = resume is not None and start.step is not None and start.step >= stage.max_steps
             callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
                          StopOnSignalCallback(watch)]
-            periodic = None
+            periodic = selection = None
             if cfg.eval.enabled and cfg.eval.every_steps and (stage_name == "train" or cfg.eval.during_warmup):
                 # a warm-up's evaluations are tagged with its name, so they never overwrite the main stage's
                 prefix = "" if stage_name == "train" else f"{stage_name}_"
+                if selecting:
+                    selection = StageSelection(run_dir, stage_name, cfg.eval.select_metric, cfg.eval.select_mode)
+                    selection.take_up(start.step if resume is not None else None)
                 periodic = PeriodicEvalCallback(
                     lambda tag, prefix=prefix: evaluate_as(tag=prefix + tag, num_samples=cfg.eval.during_num_samples),
-                    cfg.eval.every_steps)
+                    cfg.eval.every_steps, on_result=_candidate_offer(selection))
                 callbacks = [*callbacks, periodic]
             stage_data = (task.main_stage_data(stage, data) if stage_name == "train"
                           else task.warmup_data(stage, model, tokenizer, data, run_dir))
@@ -135,19 +151,23 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             stop = next((cb.stop_reason for cb in callbacks if getattr(cb, "stop_reason", None)), None)
             if stop:
                 raise RunStopped(stop)
+            if selection is not None:
+                _select_at_stage_end(selection, trainer, periodic.evaluate_fn,
+                                     start.step if finished else trainer.state.global_step)
             if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
                 if finished and run_dir.eval_report(stage_name).is_file():
                     log.info("resuming: the %s stage's evaluation finished before; not repeated", stage_name)
                 else:
-                    evaluate_as(tag=stage_name)
+                    evaluate_final(tag=stage_name)
         trainer.save_model(str(run_dir.adapter))  # every process takes part (a sharded model is gathered); main writes
         if distributed.is_main():
             tokenizer.save_pretrained(str(run_dir.adapter))
-        eval_metrics = evaluate_as() if cfg.eval.enabled else {}
+        eval_metrics = evaluate_final() if cfg.eval.enabled else {}
         if eval_metrics and distributed.is_main():
             _check_calibration_regression(cfg, run_dir, trainer.state.global_step)
         final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
                               extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **task.summary(),
+                                     **({"selection": _selections(cfg, run_dir)} if selecting else {}),
                                      **({"prompts_over_limit": prompts_over} if prompts_over else {})})
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
@@ -165,6 +185,47 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     if distributed.is_main():
         run_summary.print_final_screen(final)
     return final
+
+
+def _candidate_offer(selection):
+    """What the periodic evaluation calls with each result under checkpoint selection: the step becomes a
+    candidate, its adapter saved when it is the best so far; None without selection."""
+    if selection is None:
+        return None
+
+    def offer(step: int, tag: str, metrics: dict, trainer) -> None:
+        selection.offer(step, tag, metrics, save_adapter=lambda path: trainer.save_model(str(path)))
+
+    return offer
+
+
+def _select_at_stage_end(selection, trainer, evaluate_fn, step: int) -> None:
+    """The stage's last step is evaluated on the validation split too (unless a resumed run did it already), then
+    the chosen step's adapter is loaded into the model: what the next stage and the final evaluation start from."""
+    from ao_calib.trainers.callbacks import validation_row
+
+    if not selection.has(step):
+        trainer.state.global_step = step  # a stage only loaded (it had finished) has not counted its steps
+        tag = f"step{step}"
+        metrics = evaluate_fn(tag)
+        trainer.log(validation_row(metrics))
+        selection.offer(step, tag, metrics, save_adapter=lambda path: trainer.save_model(str(path)))
+    record = selection.choose(step)
+    if record["adapter"]:
+        trainer._load_from_checkpoint(record["adapter"])
+    chosen = record["selected"]
+    log.info("selection (%s): step %s chosen by %s (%s) = %s, of %d candidates", selection.stage, chosen["step"],
+             record["metric"], record["mode"], chosen["value"], len(record["candidates"]))
+
+
+def _selections(cfg: DictConfig, run_dir: RunDir) -> dict[str, dict]:
+    """Each stage's recorded choice (a stage finished before a resume included), for summary.json."""
+    found = {}
+    for stage_name, _ in run_stages(cfg):
+        record = read_json(run_dir.selection(stage_name)) or {}
+        if record.get("selected"):
+            found[stage_name] = record
+    return found
 
 
 def _check_calibration_regression(cfg: DictConfig, run_dir: RunDir, step: int) -> None:

@@ -178,6 +178,15 @@ class RunDir:
     def _tagged(stem: str, tag: str, variant: str | None, ext: str) -> str:
         return stem + ("" if tag == RunDir.FINAL else f"_{tag}") + (f"_{variant}" if variant else "") + ext
 
+    def selection(self, stage: str = "train") -> Path:
+        """``selection.json`` (the main stage's) or ``selection_<stage>.json``: the checkpoint ``eval.select_metric``
+        chose and every candidate it was chosen among."""
+        return self.path / ("selection.json" if stage == "train" else f"selection_{stage}.json")
+
+    def selection_adapter(self, stage: str, step: int) -> Path:
+        """The adapter of a stage's step that was the best evaluated so far, kept until the stage's end."""
+        return self.stage_dir(stage) / "selection" / f"step-{step}"
+
     def eval_report(self, tag: str = FINAL) -> Path:
         """``eval.json`` for the end-of-run evaluation, ``eval_<tag>.json`` for the others."""
         return self.path / self._tagged("eval", tag, None, ".json")

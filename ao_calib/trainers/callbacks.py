@@ -108,20 +108,31 @@ class RewardScheduleCallback(TrainerCallback):
 
 class PeriodicEvalCallback(TrainerCallback):
     """Held-out evaluation every ``every`` optimiser steps (the design note's "validation every 200 steps"); its metrics
-    are logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike."""
+    are logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike. ``on_result(step,
+    tag, metrics, trainer)``: called after each (checkpoint selection's candidates, ``ao_calib.evaluation.selection``)."""
 
-    def __init__(self, evaluate_fn: Callable[[str], dict], every: int):
+    def __init__(self, evaluate_fn: Callable[[str], dict], every: int,
+                 on_result: Callable[[int, str, dict, object], None] | None = None):
         self.evaluate_fn = evaluate_fn
         self.every = every
+        self.on_result = on_result
         self.trainer = None  # set after the trainer exists: logging goes through trainer.log
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.every and state.global_step % self.every == 0 and state.global_step < state.max_steps:
-            metrics = self.evaluate_fn(f"step{state.global_step}")
+            tag = f"step{state.global_step}"
+            metrics = self.evaluate_fn(tag)
             if self.trainer is not None:
                 pending_train_log = control.should_log  # logging resets the flag; the step's own log must still run
-                self.trainer.log({f"val/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))})
+                self.trainer.log(validation_row(metrics))
                 control.should_log = self.trainer.control.should_log = pending_train_log
+            if self.on_result is not None:
+                self.on_result(state.global_step, tag, metrics, self.trainer)
+
+
+def validation_row(metrics: dict) -> dict:
+    """An evaluation's figures as metrics.jsonl's ``val/<name>`` columns."""
+    return {f"val/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
 class StopOnSignalCallback(TrainerCallback):

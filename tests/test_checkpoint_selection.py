@@ -1,0 +1,226 @@
+"""Checkpoint selection on the validation split (``eval.select_metric``): the chosen step's adapter is the stage's
+final one and the test split is scored once, on it; ties, NaN, refusals at start-up and resumes.
+
+The end-to-end runs train the tiny Qwen3 (SFT, real TRL) on a task from a package outside the repository whose
+evaluation reports a figure set per evaluation tag (``task.values``), so that the best step is known, and the LoRA
+weights of the model each evaluation ran on (their sum of absolute values), so that the test can tell which adapter
+the final evaluation scored."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ao_calib.evaluation.selection import StageSelection, lower_is_better
+from ao_calib.run_dir import RunDir
+from tests.conftest import run_cli
+
+FILES = {
+    "sel_pkg/__init__.py": "",
+    "sel_pkg/conf/__init__.py": "",
+    "sel_pkg/task.py": '''
+        from dataclasses import dataclass, field
+        from typing import Optional
+
+        import datasets
+
+        from ao_calib.config import TaskConfig
+        from ao_calib.task_api import Task, TaskData
+
+
+        @dataclass
+        class ScriptedData:
+            eval_split: str = "test"
+            test_path: Optional[str] = None
+
+
+        @dataclass
+        class ScriptedConfig(TaskConfig):
+            data: ScriptedData = field(default_factory=ScriptedData)
+            values: dict[str, float] = field(default_factory=dict)  # the figure "scripted" of each evaluation tag
+
+
+        class ScriptedTask(Task):
+            """Says "ok"; its evaluation reports the figure the config sets for the evaluation's tag."""
+
+            config_class = ScriptedConfig
+            headline_metric = "says_ok"
+
+            def build_data(self, tokenizer, model):
+                def rows(split, n):
+                    return datasets.Dataset.from_list([
+                        {"prompt": [{"role": "user", "content": f"{split} {i}: say ok."}], "completion": "ok",
+                         "split": split} for i in range(n)])
+
+                return TaskData(train=rows("train", 16), test=rows(self.config.data.eval_split, 3))
+
+            def reward_functions(self):
+                return {"says_ok": lambda completions, **_: [0.0 for _ in completions]}
+
+            def score(self, completions, rows):
+                return [{"says_ok": float("ok" in c)} for c in completions]
+
+            def aggregate(self, records, run_dir, tag):
+                return {**super().aggregate(records, run_dir, tag), "scripted": self.config.values.get(tag, 0.0)}
+
+            def metric_names(self):
+                return super().metric_names() | {"scripted"}
+
+            def extra_evaluations(self, model, tokenizer, generate, run_dir, tag):
+                lora = sum(p.detach().abs().sum().item() for n, p in model.named_parameters() if "lora_" in n)
+                return {"lora_abs_sum": lora}
+    ''',
+    "sel_pkg/conf/task/scripted.yaml": '''
+        _target_: sel_pkg.task.ScriptedTask
+        name: scripted
+        data: {eval_split: test, test_path: null}
+        values: {step1: .nan, step2: 0.9, step3: 0.2, step4: 0.9, step5: 0.5}
+    ''',
+    "sel_pkg/conf/reward/scripted.yaml": '''
+        defaults:
+          - reward_schema
+        name: scripted
+        weights:
+          says_ok: 1.0
+    ''',
+}
+
+SELECTING = ("task.data.eval_split=validation", "eval.select_metric=scripted")
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("outside_repo")
+    for name, text in FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def run(package: Path, out: Path, *overrides: str):
+    return run_cli("ao_calib.run", "hydra.searchpath=[pkg://sel_pkg.conf]", "task=scripted", "reward=scripted",
+                   "model=tiny_qwen3", "trainer=sft", "trainer.lr=3e-3", "trainer.max_steps=5",
+                   "trainer.batch_size=4", "trainer.max_length=64", "trainer.save_steps=1", "trainer.save_total_limit=null",
+                   "trainer.logging_steps=1",
+                   "eval.initial=false", "eval.every_steps=1", "eval.during_num_samples=3", "eval.max_new_tokens=4",
+                   *overrides, f"hydra.run.dir={out}", env={"PYTHONPATH": str(package)})
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+
+
+def lora_abs_sum(adapter_dir: Path) -> float:
+    from safetensors.torch import load_file
+
+    return sum(t.abs().sum().item() for t in load_file(str(adapter_dir / "adapter_model.safetensors")).values())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def held_out_splits(out: Path, tag: str) -> set[str]:
+    name = "eval_predictions.jsonl" if tag == "final" else f"eval_predictions_{tag}.jsonl"
+    return {row["prompt"].split()[0] for row in read_jsonl(out / name)}
+
+
+def test_the_best_validation_step_becomes_the_adapter_and_the_test_split_scores_it(package, tmp_path):
+    out = tmp_path / "r"
+    result = run(package, out, *SELECTING)
+    assert_ok(result)
+    record = json.loads((out / "selection.json").read_text())
+    # step 1's NaN never wins; steps 2 and 4 tie at 0.9: the earlier is chosen
+    assert record["selected"]["step"] == 2 and record["selected"]["value"] == 0.9 and record["mode"] == "max"
+    assert [(c["step"], c["value"]) for c in record["candidates"]] == [
+        (1, None), (2, 0.9), (3, 0.2), (4, 0.9), (5, 0.5)]
+    checkpoints = {step: lora_abs_sum(out / "checkpoints" / f"checkpoint-{step}") for step in (2, 5)}
+    assert abs(checkpoints[2] - checkpoints[5]) > 1e-3  # training moved the adapter after step 2
+    assert lora_abs_sum(out / "adapter") == pytest.approx(checkpoints[2], rel=1e-6)
+    final = json.loads((out / "eval.json").read_text())
+    assert final["lora_abs_sum"] == pytest.approx(checkpoints[2], rel=1e-5)  # scored on the chosen adapter
+    assert held_out_splits(out, "final") == {"test"}
+    assert all(held_out_splits(out, f"step{step}") == {"validation"} for step in range(1, 6))
+    assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-2"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["selection"]["train"]["selected"]["step"] == 2
+    assert "selected (train): step 2, scripted (max) = 0.9 on validation" in result.stdout
+    validation_rows = [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r]
+    assert validation_rows == [1, 2, 3, 4, 5]  # the stage's end is a candidate too, logged once
+
+
+def test_without_select_metric_the_last_step_is_the_adapter(package, tmp_path):
+    out = tmp_path / "r"
+    assert_ok(run(package, out))
+    assert not (out / "selection.json").exists() and not (out / "selection").exists()
+    last = lora_abs_sum(out / "checkpoints" / "checkpoint-5")
+    assert lora_abs_sum(out / "adapter") == pytest.approx(last, rel=1e-6)
+    assert json.loads((out / "eval.json").read_text())["lora_abs_sum"] == pytest.approx(last, rel=1e-5)
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (("task.data.eval_split=validation", "eval.select_metric=nope"), "eval.select_metric=nope"),
+    (("eval.select_metric=scripted",), "task.data.eval_split=test"),
+    (("task.data.eval_split=validation", "eval.select_metric=scripted", "eval.every_steps=null"),
+     "eval.every_steps"),
+    (("task.data.eval_split=validation", "eval.select_metric=scripted", "task.data.test_path=/x.json"),
+     "task.data.test_path"),
+])
+def test_a_selection_that_cannot_run_on_validation_is_refused_before_the_model_loads(package, tmp_path, overrides,
+                                                                                       named):
+    out = tmp_path / "r"
+    result = run(package, out, *overrides)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert named in result.stderr
+    if "nope" in named:  # the names the task reports are listed
+        assert "scripted" in result.stderr and "says_ok" in result.stderr
+    assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
+
+
+def test_a_run_trained_further_keeps_its_selection(package, tmp_path):
+    """Trained to step 3 (step 2 chosen), then further to step 5 from checkpoint-3, where step 4 is better: the
+    candidates before the resume are kept, none is evaluated or logged twice, and step 4 is chosen."""
+    out = tmp_path / "r"
+    assert_ok(run(package, out, *SELECTING, "trainer.max_steps=3"))
+    assert json.loads((out / "selection.json").read_text())["selected"]["step"] == 2
+    written = (out / "eval_step2.json").stat().st_mtime_ns
+    result = run(package, out, *SELECTING, "task.values.step4=1.0", "trainer.resume_from_checkpoint=latest")
+    assert_ok(result)
+    record = json.loads((out / "selection.json").read_text())
+    assert [c["step"] for c in record["candidates"]] == [1, 2, 3, 4, 5]
+    assert record["selected"]["step"] == 4 and record["selected"]["value"] == 1.0
+    assert (out / "eval_step2.json").stat().st_mtime_ns == written  # not evaluated again
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r] == [1, 2, 3, 4, 5]
+    assert lora_abs_sum(out / "adapter") == pytest.approx(lora_abs_sum(out / "checkpoints" / "checkpoint-4"),
+                                                          rel=1e-6)
+    assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-4"]
+
+
+# ------------------------------------------------------------------------------------------- the rule itself
+
+@pytest.mark.parametrize("metric, minimised", [("ece", True), ("text_rule_ece", True), ("brier_binned", True),
+                                               ("aurc", True), ("val/loss", True), ("auroc", False),
+                                               ("accuracy", False), ("args_reward", False)])
+def test_auto_mode_minimises_error_like_figures(metric, minimised):
+    assert lower_is_better(metric, "auto") is minimised
+    assert lower_is_better(metric, "max") is False and lower_is_better(metric, "min") is True
+
+
+def test_ties_go_to_the_earliest_step_and_nan_never_wins(tmp_path):
+    selection = StageSelection(RunDir(tmp_path), "train", "ece", "auto")
+    selection.take_up(None)
+    for step, value in ((1, math.nan), (2, 0.3), (3, 0.1), (4, 0.1), (5, None)):
+        selection.offer(step, f"step{step}", {"ece": value})
+    assert selection.best()["step"] == 3
+    only_nan = StageSelection(RunDir(tmp_path / "n"), "train", "ece", "auto")
+    only_nan.take_up(None)
+    for step in (1, 2):
+        only_nan.offer(step, f"step{step}", {"ece": math.nan})
+    record = only_nan.choose(last_step=2)
+    assert record["selected"]["step"] == 2 and record["adapter"] is None  # today's behaviour: the last step
