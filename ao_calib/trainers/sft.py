@@ -114,7 +114,10 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
 
     if "completion" not in dataset.column_names:
         raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
-    encoded = dataset.map(encode, with_indices=True, desc="tokenizing SFT pairs")
+    # with expected_over_draw, one Arrow batch: a choices column empty in a whole first batch (the rows that carry
+    # choices all at the end) would be typed null and refuse the later rows' token ids
+    encoded = dataset.map(encode, with_indices=True, desc="tokenizing SFT pairs",
+                          writer_batch_size=max(1000, len(dataset)) if expected_over_draw else 1000)
     # A prompt that fills max_length leaves nothing to learn from; TRL would silently drop such rows.
     lost = sum(1 for mask in encoded["completion_mask"] if not any(mask))
     if lost == len(encoded):
