@@ -202,6 +202,24 @@ def test_a_run_trained_further_keeps_its_selection(package, tmp_path):
     assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-4"]
 
 
+def test_a_warm_up_chooses_its_own_step_and_the_main_stage_starts_from_it(package, tmp_path):
+    out = tmp_path / "r"
+    values = "{warmup_step1: 0.1, warmup_step2: 0.8, warmup_step3: 0.3, step1: 0.1, step2: 0.2, step3: 0.7}"
+    assert_ok(run(package, out, *SELECTING, "trainer.max_steps=3", "warmup=sft", "warmup.max_steps=3",
+                  "warmup.save_steps=1", "warmup.logging_steps=1", f"+task.values={values}"))
+    warmup = json.loads((out / "selection_warmup.json").read_text())
+    assert warmup["selected"]["step"] == 2 and [c["tag"] for c in warmup["candidates"]] == [
+        "warmup_step1", "warmup_step2", "warmup_step3"]
+    chosen = lora_abs_sum(out / "warmup" / "checkpoints" / "checkpoint-2")
+    assert abs(chosen - lora_abs_sum(out / "warmup" / "checkpoints" / "checkpoint-3")) > 1e-3
+    after_warmup = json.loads((out / "eval_warmup.json").read_text())
+    assert after_warmup["lora_abs_sum"] == pytest.approx(chosen, rel=1e-5) and held_out_splits(out, "warmup") == {
+        "test"}
+    assert json.loads((out / "selection.json").read_text())["selected"]["step"] == 3
+    assert lora_abs_sum(out / "adapter") == pytest.approx(lora_abs_sum(out / "checkpoints" / "checkpoint-3"),
+                                                          rel=1e-6)
+
+
 # ------------------------------------------------------------------------------------------- the rule itself
 
 @pytest.mark.parametrize("metric, minimised", [("ece", True), ("text_rule_ece", True), ("brier_binned", True),
@@ -224,3 +242,23 @@ def test_ties_go_to_the_earliest_step_and_nan_never_wins(tmp_path):
         only_nan.offer(step, f"step{step}", {"ece": math.nan})
     record = only_nan.choose(last_step=2)
     assert record["selected"]["step"] == 2 and record["adapter"] is None  # today's behaviour: the last step
+
+
+def test_a_resume_drops_the_candidates_after_its_checkpoint_and_their_adapters(tmp_path):
+    """Stopped at step 5 with its newest checkpoint at step 3: steps 4 and 5 are evaluated again, so their
+    candidates and the adapter saved for step 4 go; step 2's adapter, the best up to step 3, stays."""
+    run_dir = RunDir(tmp_path)
+    before = StageSelection(run_dir, "train", "accuracy", "max")
+    before.take_up(None)
+    saved = []
+    for step, value in ((1, 0.1), (2, 0.5), (3, 0.2), (4, 0.9), (5, 0.3)):
+        before.offer(step, f"step{step}", {"accuracy": value},
+                     save_adapter=lambda path: (path.mkdir(parents=True), saved.append(path.name)))
+    assert saved == ["step-1.partial", "step-2.partial", "step-4.partial"]
+    resumed = StageSelection(run_dir, "train", "accuracy", "max")
+    resumed.take_up(3)
+    assert [c["step"] for c in resumed.candidates] == [1, 2, 3] and resumed.best()["step"] == 2
+    assert sorted(p.name for p in (tmp_path / "selection").iterdir()) == ["step-1", "step-2"]
+    assert [c["step"] for c in json.loads(run_dir.selection().read_text())["candidates"]] == [1, 2, 3]
+    with pytest.raises(Exception, match="eval.select_metric=ece"):
+        StageSelection(run_dir, "train", "ece", "auto").take_up(3)  # chosen by another figure before the stop
