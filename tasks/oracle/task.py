@@ -277,7 +277,7 @@ class OracleTask(Task):
             aid = NONE_ID_PREFIX + row["activation_id"]
             layer = int(row["source_layer"])
             store.setdefault(aid, {})[layer] = noise_like(store[row["activation_id"]][layer], f"train:{aid}:{layer}")
-            rows.append({**row, "activation_id": aid, **({"readable": False} if "readable" in row else {})})
+            rows.append({**row, "activation_id": aid, "readable": False})  # nothing to read: a coin-flip row
         log.info("%s training rows: %d of %d carry random vectors in place of activations (task.%s_fraction)",
                  "RL" if key == "rl_none" else "warm-up", len(rows), len(train) + len(rows), key)
         return rows
