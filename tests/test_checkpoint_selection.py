@@ -102,13 +102,14 @@ def package(tmp_path_factory) -> Path:
     return root
 
 
+RUN = ("hydra.searchpath=[pkg://sel_pkg.conf]", "task=scripted", "reward=scripted", "model=tiny_qwen3", "trainer=sft",
+       "trainer.lr=3e-3", "trainer.max_steps=5", "trainer.batch_size=4", "trainer.max_length=64",
+       "trainer.save_steps=1", "trainer.save_total_limit=null", "trainer.logging_steps=1", "eval.initial=false",
+       "eval.every_steps=1", "eval.during_num_samples=3", "eval.max_new_tokens=4")
+
+
 def run(package: Path, out: Path, *overrides: str):
-    return run_cli("ao_calib.run", "hydra.searchpath=[pkg://sel_pkg.conf]", "task=scripted", "reward=scripted",
-                   "model=tiny_qwen3", "trainer=sft", "trainer.lr=3e-3", "trainer.max_steps=5",
-                   "trainer.batch_size=4", "trainer.max_length=64", "trainer.save_steps=1", "trainer.save_total_limit=null",
-                   "trainer.logging_steps=1",
-                   "eval.initial=false", "eval.every_steps=1", "eval.during_num_samples=3", "eval.max_new_tokens=4",
-                   *overrides, f"hydra.run.dir={out}", env={"PYTHONPATH": str(package)})
+    return run_cli("ao_calib.run", *RUN, *overrides, f"hydra.run.dir={out}", env={"PYTHONPATH": str(package)})
 
 
 def assert_ok(result):
@@ -218,6 +219,29 @@ def test_a_warm_up_chooses_its_own_step_and_the_main_stage_starts_from_it(packag
     assert json.loads((out / "selection.json").read_text())["selected"]["step"] == 3
     assert lora_abs_sum(out / "adapter") == pytest.approx(lora_abs_sum(out / "checkpoints" / "checkpoint-3"),
                                                           rel=1e-6)
+
+
+@pytest.mark.slow
+def test_two_processes_choose_the_same_step_and_save_its_adapter_once(package, tmp_path):
+    """torchrun over two gloo processes: every process saves the adapter of a best step and loads the chosen one;
+    the main process alone renames and records."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    out = tmp_path / "r"
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "ao_calib.run", *RUN, *SELECTING, f"hydra.run.dir={out}"], check=False,
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(package)})
+    assert_ok(result)
+    assert json.loads((out / "selection.json").read_text())["selected"]["step"] == 2
+    chosen = lora_abs_sum(out / "checkpoints" / "checkpoint-2")
+    assert lora_abs_sum(out / "adapter") == pytest.approx(chosen, rel=1e-6)
+    assert json.loads((out / "eval.json").read_text())["lora_abs_sum"] == pytest.approx(chosen, rel=1e-5)
+    assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-2"]
 
 
 # ------------------------------------------------------------------------------------------- the rule itself

@@ -73,7 +73,11 @@ class StageSelection:
 
     def take_up(self, through_step: int | None) -> None:
         """The stage starts: afresh (``through_step`` None: an earlier attempt's candidates and adapters go), or
-        resumed from its checkpoint of ``through_step`` (the candidates up to it stay)."""
+        resumed from its checkpoint of ``through_step`` (the candidates up to it stay). The main process reads and
+        prunes; every process gets its candidates."""
+        self.candidates = distributed.on_main(lambda: self._take_up_on_main(through_step))
+
+    def _take_up_on_main(self, through_step: int | None) -> list[dict]:
         previous = (read_json(self.path) or {}) if through_step is not None else {}
         if previous and {k: previous.get(k) for k in ("metric", "mode")} != {
                 k: v for k, v in self._settings().items() if k != "stage"}:
@@ -81,12 +85,12 @@ class StageSelection:
                                f"{previous.get('metric')} ({previous.get('mode')}) before it was stopped; resume it "
                                "with the same eval.select_metric and eval.select_mode")
         self.candidates = [c for c in previous.get("candidates") or [] if c.get("step", 0) <= through_step]
-        if distributed.is_main():
-            kept = {c["step"] for c in self.candidates}
-            for folder in self._adapter_folders():
-                if folder.name.removeprefix("step-") not in {str(step) for step in kept}:
-                    shutil.rmtree(folder, ignore_errors=True)
-            self._write()
+        kept = {f"step-{c['step']}" for c in self.candidates}
+        for folder in self._adapter_folders():
+            if folder.name not in kept:  # a later step's (evaluated again), or a save a kill cut short (.partial)
+                shutil.rmtree(folder, ignore_errors=True)
+        self._write()
+        return self.candidates
 
     def has(self, step: int) -> bool:
         return any(c["step"] == step for c in self.candidates)
@@ -119,11 +123,9 @@ class StageSelection:
             target = self.run_dir.selection_adapter(self.stage, step)
             partial = target.with_name(target.name + ".partial")  # a kill during the save leaves no torn adapter
             save_adapter(partial)
-            if distributed.is_main():
-                shutil.rmtree(target, ignore_errors=True)
-                partial.rename(target)
-        if distributed.is_main():
-            self._write()
+            distributed.on_main(lambda: self._publish(partial, target))
+        else:
+            distributed.on_main(self._write)
         shown = "NaN" if candidate["value"] is None else f"{candidate['value']:.4g}"
         log.info("selection (%s): step %d %s = %s", self.stage, step, self.metric, shown)
 
@@ -136,18 +138,27 @@ class StageSelection:
                               {"step": last_step, "tag": None, "value": None})
         kept = self.run_dir.selection_adapter(self.stage, chosen["step"])
         adapter = None if chosen["step"] == last_step else kept
-        if adapter is not None and not adapter.is_dir():
-            raise AOCalibError(f"eval.select_metric={self.metric}: the adapter of the chosen step {chosen['step']} "
-                               f"is missing ({adapter}); the run directory was changed since it was saved")
         record = {**self._settings(), "selected": {**chosen, "reason": "best value" if best else
                                                    "no candidate had a number: the last step"},
                   "candidates": self.candidates}
-        if distributed.is_main():
-            for folder in self._adapter_folders():
-                if folder != kept:
-                    shutil.rmtree(folder, ignore_errors=True)
-            write_json(self.path, record)
+        distributed.on_main(lambda: self._record_choice(record, kept, adapter))
         return {**record, "adapter": str(adapter) if adapter else None}
+
+    def _record_choice(self, record: dict, kept: Path, adapter: Path | None) -> None:
+        if adapter is not None and not adapter.is_dir():
+            raise AOCalibError(f"eval.select_metric={self.metric}: the adapter of the chosen step "
+                               f"{record['selected']['step']} is missing ({adapter}); the run directory was changed "
+                               "since it was saved")
+        for folder in self._adapter_folders():
+            if folder != kept:
+                shutil.rmtree(folder, ignore_errors=True)
+        write_json(self.path, record)
+
+    def _publish(self, partial: Path, target: Path) -> None:
+        """The main process, once every process's save returned: the adapter under its name, then the record."""
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        self._write()
 
     def _adapter_folders(self) -> list[Path]:
         return list(self.run_dir.selection_adapter(self.stage, 0).parent.glob("step-*"))
