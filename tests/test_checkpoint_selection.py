@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -201,6 +202,32 @@ def test_a_run_trained_further_keeps_its_selection(package, tmp_path):
     assert lora_abs_sum(out / "adapter") == pytest.approx(lora_abs_sum(out / "checkpoints" / "checkpoint-4"),
                                                           rel=1e-6)
     assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-4"]
+
+
+def test_a_run_stopped_before_its_stage_end_evaluation_runs_it_once_on_resuming(package, tmp_path):
+    """Stopped after its last checkpoint, before the stage's end was evaluated: the resumed run only loads that
+    checkpoint, evaluates the last step once (logged at its step), and loads the chosen step's adapter."""
+    out = tmp_path / "r"
+    assert_ok(run(package, out, *SELECTING))
+    # what a run stopped then leaves: no stage-end candidate, no choice, no final adapter or evaluation
+    record = json.loads((out / "selection.json").read_text())
+    (out / "selection.json").write_text(json.dumps(
+        {**record, "selected": None, "candidates": record["candidates"][:-1]}))
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if not ("val/scripted" in r and r["step"] == 5)]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("eval.json", "eval_step5.json"):
+        (out / name).unlink()
+    shutil.rmtree(out / "adapter")
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))
+
+    assert_ok(run(package, out, *SELECTING, "trainer.resume_from_checkpoint=latest"))
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r] == [1, 2, 3, 4, 5]
+    record = json.loads((out / "selection.json").read_text())
+    assert [c["step"] for c in record["candidates"]] == [1, 2, 3, 4, 5] and record["selected"]["step"] == 2
+    chosen = lora_abs_sum(out / "checkpoints" / "checkpoint-2")
+    assert lora_abs_sum(out / "adapter") == pytest.approx(chosen, rel=1e-6)
+    assert json.loads((out / "eval.json").read_text())["lora_abs_sum"] == pytest.approx(chosen, rel=1e-5)
 
 
 def test_a_warm_up_chooses_its_own_step_and_the_main_stage_starts_from_it(package, tmp_path):
