@@ -107,9 +107,10 @@ class RewardScheduleCallback(TrainerCallback):
 
 
 class PeriodicEvalCallback(TrainerCallback):
-    """Held-out evaluation every ``every`` optimiser steps (the design note's "validation every 200 steps"); its metrics
-    are logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike. ``on_result(step,
-    tag, metrics, trainer)``: called after each (checkpoint selection's candidates, ``ao_calib.evaluation.selection``)."""
+    """Held-out evaluation every ``every`` optimiser steps (the learning curve on held-out rows); its metrics are
+    logged as ``val/<name>`` through the trainer, so they reach metrics.jsonl and wandb alike.
+    ``on_result(step, tag, metrics, trainer)``: called after each (the candidates of checkpoint selection,
+    ``ao_calib.evaluation.selection``)."""
 
     def __init__(self, evaluate_fn: Callable[[str], dict], every: int,
                  on_result: Callable[[int, str, dict, object], None] | None = None):
