@@ -37,7 +37,7 @@ from ao_calib.trainers.config import (  # noqa: F401
 
 @dataclass
 class LoraConfig(Checked):
-    """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers (the design note's --lora-layers)."""
+    """LoRA adapter settings (peft). ``layers`` limits LoRA to the last N decoder layers."""
 
     rank: int = setting(64, "LoRA rank r.", allowed=at_least(1))
     alpha: int = setting(128, "LoRA alpha (the update is scaled by alpha / rank).", allowed=above(0))
@@ -246,7 +246,7 @@ class EvalConfig(Checked):
 class AlertsConfig(Checked):
     """Failure-mode alerts while an online trainer (GRPO, RLOO, PPO) trains: each fires once, after ``patience``
     logged steps in a row, and is printed, logged as ``alert/<name>`` and listed in summary.json. The thresholds
-    come from the oracle design notes' monitoring list. One more, ``calibration_regressed``, is checked once at the
+    are the oracle's standard monitoring list. One more, ``calibration_regressed``, is checked once at the
     end of a run: the main stage's stated confidence against the warm-up's, on the same held-out rows."""
 
     advantage_std_below: float = setting(1e-3, "Every group scored alike (no learning signal) below this "
@@ -377,7 +377,7 @@ def check_values(cfg) -> None:
             check_group(cfg, group)
 
 
-EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS = 128  # the tool-JSON design notes' completion length
+EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS = 128  # a tool-JSON answer's completion length
 
 
 def run_stages(cfg) -> list[tuple[str, DictConfig]]:

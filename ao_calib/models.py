@@ -228,7 +228,7 @@ def lora_target_regex(decoder_layers_path: str, num_layers: int, module_names: l
     """A peft target regex restricted to the decoder layers.
 
     Anchoring on the decoder-layer path keeps LoRA off look-alike modules elsewhere (Gemma 3's SigLIP vision
-    tower also has q_proj/k_proj/...), and selecting layer indices here implements the design note's --lora-layers.
+    tower also has q_proj/k_proj/...), and selecting layer indices here implements ``model.lora.layers``.
     """
     if last_n is not None and last_n > num_layers:
         log.warning("LoRA layers=%d > %d decoder layers: using all of them", last_n, num_layers)

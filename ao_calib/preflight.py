@@ -30,8 +30,8 @@ def check_resources(cfg: DictConfig, hub_datasets, adapter: str | None) -> None:
 
 
 OFFLINE_RECIPE_HINT = ("The same recipe offline on this machine (a tiny model, a stand-in pretrained oracle, a judge "
-                       "server of your own): python -m ao_calib.run experiment=oracle_seed_tiny (README, \"The seed's "
-                       "experiment\")")
+                       "server of your own): python -m ao_calib.run experiment=oracle_seed_tiny "
+                       "(docs/concepts/oracle.md, \"The pretrained oracle offline\")")
 
 
 def _recipe() -> str | None:

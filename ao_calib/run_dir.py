@@ -480,7 +480,7 @@ class RunRecord:
 
 
 # Step figures the report shows beside the evaluation, by family: the calibration figures, the KL and the
-# advantage spread (the design notes' per-step list).
+# advantage spread (the per-step list a GRPO run is watched by).
 REPORTED_TRAIN_PREFIXES = ("calibration/",)
 REPORTED_TRAIN_KEYS = ("kl", "advantage_std")
 

@@ -231,7 +231,7 @@ def calibration_figures(records: list[dict], confidences, outcomes, run_dir: Run
     questions = [r.get("question") for r in records]
     if records and None not in questions:
         # Does the confidence tell right from wrong among rows that ask the very same question, and does it
-        # beat a rule that reads only the question's wording? (the shortcut a test bed must not reward)
+        # beat a rule that reads only the question's wording? (the shortcut a synthetic data set must not reward)
         report["auroc_within_question"] = cm.within_group_auroc(confidences, outcomes, questions)
         rule = cm.group_rate_rule(outcomes, questions)
         report["text_rule_auroc"] = cm.auroc(rule, cm.binarize(outcomes))

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from ao_calib.errors import AOCalibError
 
-DEFAULT_CONFIDENCE = 50  # an unparseable answer claims no knowledge either way (the oracle design notes' rule)
+DEFAULT_CONFIDENCE = 50  # an unparseable answer claims no knowledge either way
 
 # What a task appends to its prompt when it asks a model that was never taught the tag (function calling, tool
 # JSON); the oracle learns the tag in its warm-up instead.

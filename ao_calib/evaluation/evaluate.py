@@ -95,7 +95,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
 def held_out_sample(n_rows: int, num_samples: int | None, seed: int) -> list[int]:
     """The row indices an evaluation of ``num_samples`` rows scores: all rows, or a sample drawn with ``seed``
     (``eval.seed``: the same rows at every evaluation of a run and across runs), in file order. Not the first
-    rows: a held-out file is often grouped (a BFCL folder is read one category after another, an oracle bed one
+    rows: a held-out file is often grouped (a BFCL folder is read one category after another, an oracle test file one
     kind after another), and its first rows would be one group."""
     if not num_samples or num_samples >= n_rows:
         return list(range(n_rows))

@@ -149,7 +149,7 @@ class GroupTrainerConfig(OnlineTrainerConfig):
 
 @dataclass
 class GRPOTrainerConfig(GroupTrainerConfig):
-    """GRPO (TRL GRPOTrainer). Names follow the function-calling design note's CLI where it has one."""
+    """GRPO (TRL GRPOTrainer)."""
 
     _target_: str = "ao_calib.trainers.grpo.build_grpo_trainer"
     name: str = "grpo"
@@ -179,7 +179,7 @@ class PPOTrainerConfig(OnlineTrainerConfig):
 
     _target_: str = "ao_calib.trainers.ppo.build_ppo_trainer"
     name: str = "ppo"
-    # From the tool-calling design notes' RL stage: lr 1e-5, batches of 8 rollouts, 128 new tokens, temperature
+    # The tool-calling recipe's RL stage: lr 1e-5, batches of 8 rollouts, 128 new tokens, temperature
     # 1.0, 500 batches logged every 10 and saved every 100. A step here is an optimiser step, as for every
     # trainer, and each batch of rollouts gives ppo_epochs * num_mini_batches = 4 of them: hence 2000 steps,
     # logged every 40 and saved every 400.

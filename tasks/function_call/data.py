@@ -1,4 +1,4 @@
-"""Load and validate function-calling JSONL files (the design note's row format).
+"""Load and validate function-calling JSONL files (the task's row format, docs/concepts/function_calling.md).
 
 Rows are checked up front so a bad file fails at load time with the file, row
 and field named, instead of as a KeyError or a silent zero reward mid-training.

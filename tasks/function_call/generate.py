@@ -1,4 +1,4 @@
-"""Generate function-calling rows in the design note's JSONL format.
+"""Generate function-calling rows in the task's JSONL format.
 
 A row is one of three kinds, chosen at random:
 
@@ -184,7 +184,7 @@ def story_call(schema: Schema, rng: random.Random) -> tuple[str, list[dict[str, 
 def make_row(rng: random.Random, library: Sequence[Schema] = SCHEMAS, each: float = 0.0,
              each_rng: random.Random | None = None, story: float = 0.0,
              story_rng: random.Random | None = None) -> dict[str, Any]:
-    """One complete row in the design note's format, its functions drawn from ``library``. ``each``: the share of
+    """One complete row in the task's format, its functions drawn from ``library``. ``each``: the share of
     one-function parallel queries (of functions that allow it) written by :func:`each_call`, decided by
     ``each_rng``; ``story``: the share of the others written by :func:`story_call`, decided by ``story_rng``; with
     both 0 the rows are the ones ``rng`` always gave."""

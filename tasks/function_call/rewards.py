@@ -1,4 +1,4 @@
-"""GRPO rewards for Python-style function calling (names as in the design note).
+"""GRPO rewards for Python-style function calling.
 
 Every reward has TRL's signature ``fn(completions, answer, **kwargs) -> list[float]``;
 ``answer`` is the dataset column of expected calls, one per line. Other keyword

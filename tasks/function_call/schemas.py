@@ -34,7 +34,7 @@ class Param:
     phrases: tuple[str, str] | None = None  # bools only: how a query says False / True
 
     def definition(self) -> dict[str, str]:
-        """The ``{"description", "type"}`` shape of the design note; optionality goes into the text."""
+        """The ``{"description", "type"}`` shape of the row format; optionality goes into the text."""
         text = self.description
         if self.optional:
             text += " Optional" + (f" (default: {self.default})." if self.default is not None else ".")

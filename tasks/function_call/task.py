@@ -240,7 +240,7 @@ def category_accuracy(records: list[dict], metric: str = "bfcl_ast") -> dict[str
 
 
 def _as_chat_dataset(rows: list[dict], suffix: str = "") -> datasets.Dataset:
-    # A row's prompt already holds the system text, the function list and the query (the design notes' format);
+    # A row's prompt already holds the system text, the function list and the query (the task's row format);
     # it becomes one user turn, and the model's own chat template wraps it. The expected calls are also the
     # ``completion`` a warm-up (warmup=sft) trains on: a random tiny model writes no parseable call without one.
     chat_rows = [{**row, "prompt": [{"role": "user", "content": row["prompt"] + suffix}], "completion": row["answer"]}

@@ -1,4 +1,4 @@
-"""Oracle data files: labelled yes/no rows, and the WildChat oracle-questions format of the design note."""
+"""Oracle data files: labelled yes/no rows, and the WildChat oracle-questions format (docs/concepts/oracle.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
         [--n-questions 8] [--model openai/gpt-4o-mini] [--api-base URL] [--max-concurrency 16] [--timeout-s 60] \\
         [--max-retries 3] [--cache-dir DIR] [--language-field language]
 
-The design note's ``fetch_wildchat_questions.py`` rebuilt: for each prompt the LLM (through ``litellm.acompletion``) writes
+The oracle questions from WildChat prompts: for each prompt the LLM (through ``litellm.acompletion``) writes
 N probe questions, about half yes/no questions whose answer is yes (true facts about the prompt's topic, intent or
 emotion), about half probing a wrong topic or emotion (answer no), and a few open questions ("What is the main topic
 of the message?"). The reply is a JSON list of strings; the first JSON array in it is taken (code fences and prose

@@ -1,4 +1,4 @@
-"""Load and validate tool-calling rows (the design note's schema), from a JSON array or JSONL.
+"""Load and validate tool-calling rows (the task's row format), from a JSON array or JSONL.
 
 Every row is checked at load time so that a bad file fails with the file, row
 and field named, rather than as a KeyError or a silently zero reward mid-run.

@@ -1,4 +1,4 @@
-"""Generate a JSON tool-calling dataset in the design note's format (train and validation JSON arrays).
+"""Generate a JSON tool-calling dataset in the task's row format (train and validation JSON arrays).
 
 ``python -m ao_calib_tasks.tool_json.generate --out PATH --n N --seed S [--val-fraction 0.1]
 [--code-quotes repr|single|double]``
@@ -38,7 +38,7 @@ _TRIES_PER_CATEGORY = 200
 
 
 def make_row(example: Example, row_id: str) -> dict[str, Any]:
-    """A row in the design note's schema, with the fields in the design note's order."""
+    """A row in the task's row format, its fields in the format's order."""
     tool = CATEGORY_TOOL[example.category]
     return {
         "id": row_id,
@@ -136,7 +136,7 @@ def output_paths(out: str | Path) -> tuple[Path, Path]:
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """One JSON array, indented like the design note's dataset file."""
+    """One JSON array, indented two spaces a level."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 

@@ -50,7 +50,7 @@ class ParsedOutput:
     """What a completion says, as far as the rewards care.
 
     ``found``: a JSON object was decoded at the first ``{``.
-    ``valid_json``: the whole stripped completion is one JSON object (the design note's "valid JSON").
+    ``valid_json``: the whole stripped completion is one JSON object.
     ``shape``: ``"final"``, ``"calculator"`` or ``"python"`` when the completion's only object has one of the
     three exact shapes, else None. ``value``: the answer, expression or code for that shape.
     ``decided``/``tool``: whether a tool choice can be read, and which (None = answer directly).

@@ -1,4 +1,4 @@
-"""PPO/GRPO rewards for JSON tool calling (values from the design note's design note).
+"""PPO/GRPO rewards for JSON tool calling.
 
 Every reward has TRL's signature ``fn(completions, **kwargs) -> list[float]``.
 Completions are strings or chat-message lists; the dataset's columns arrive as
@@ -157,7 +157,7 @@ def _args_score(parsed: ParsedOutput, row: Mapping[str, Any]) -> float:
 def score_completion(text: Any, row: Mapping[str, Any], weights: Mapping[str, float] | None = None
                      ) -> dict[str, float]:
     """Every reward for one completion against one dataset row, their weighted ``total`` (weights default
-    to 1 each; a weight not given stays 1), and the design note's three validation flags as 0/1: ``valid_json``
+    to 1 each; a weight not given stays 1), and the three validation flags as 0/1: ``valid_json``
     (the completion is one JSON object), ``correct_format`` (of one of the three shapes) and
     ``correct_tool`` (the chosen tool is the expected one)."""
     parsed = parse_output(text)

@@ -1,4 +1,4 @@
-"""The design note's row format and the few facts every other module derives from it.
+"""The task's row format and the few facts every other module derives from it.
 
 A row's ``category`` fixes everything else: which tool (if any) is expected,
 whether ``tool_needed`` is true, and the one key ``tool_args`` must carry.
@@ -6,7 +6,7 @@ Keeping that mapping in one place means the loader, the prompts and the
 rewards cannot disagree about it.
 
 ``tool_args`` may reach the rewards in three forms, and :func:`expected_arg`
-reads all of them: the design note's dict (``{"expression": ...}``), a JSON string,
+reads all of them: the row format's dict (``{"expression": ...}``), a JSON string,
 or the merged struct a ``datasets.Dataset`` builds from mixed dicts
 (``{"expression": "2+2", "code": None}``).
 """
