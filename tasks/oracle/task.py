@@ -30,7 +30,8 @@ from .classification import load_suite
 from .classification_source import classification_splits
 from .classification_source import summary as classification_summary
 from .config import OracleTaskConfig
-from .data import load_held_out_rows, load_labelled_rows, load_wildchat
+from .data import load_labelled_rows, load_wildchat
+from .held_out import load_held_out_rows
 from .generate import NOT_STATED, generate_splits_for, open_question
 from .prompt import JUDGE_PROMPT, oracle_messages, placeholder_token_id
 from .rewards import make_oracle_reward
