@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 import textwrap
-from enum import Enum
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from ao_calib.settings import shown_default
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -56,7 +57,6 @@ OmegaConf.register_new_resolver("ao_calib_groups", groups_text, replace=True)
 # (ao_calib.settings): ``--help <group>`` and ``--help <key>`` print it as text, and docs/reference/settings.md is
 # ``python -m ao_calib.settings_doc --output docs/reference/settings.md``, so neither can drift from the code.
 
-MISSING_VALUE = "(required)"
 
 
 @dataclasses.dataclass
@@ -66,28 +66,6 @@ class SettingRow:
     options: list[str]  # the options of the group that have the key; empty: all of them
     help: str
     allowed: str = ""  # the values it allows, where it limits them
-
-
-def _shown(value) -> str:
-    if isinstance(value, Enum):
-        value = value.value
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value == "???":
-        return MISSING_VALUE
-    if isinstance(value, str):
-        return value.replace("\n", "\\n") if value else '""'
-    return str(value).replace("'", "")
-
-
-def _default(field: dataclasses.Field) -> str:
-    if field.default is not dataclasses.MISSING:
-        return _shown(field.default)
-    if field.default_factory is not dataclasses.MISSING:
-        return _shown(field.default_factory())
-    return MISSING_VALUE
 
 
 def _allowed(schema: type, field: dataclasses.Field) -> str:
@@ -110,7 +88,7 @@ def schema_fields(schema: type, prefix: str) -> list[tuple[str, str, str, str]]:
         key = f"{prefix}.{field.name}"
         nested = nested_schema(hints[field.name])
         if nested is None or is_optional(hints[field.name]):
-            rows.append((key, _default(field), help_of(schema, field.name), _allowed(schema, field)))
+            rows.append((key, shown_default(field), help_of(schema, field.name), _allowed(schema, field)))
         if nested is not None:
             rows += schema_fields(nested, key)
     return rows

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ao_calib.errors import AOCalibError
-from ao_calib.settings import ALLOWED, help_of, is_optional, type_hints
+from ao_calib.settings import ALLOWED, help_of, is_optional, shown_default, type_hints
 
 HELP_WORDS = ("-h", "--help", "help")
-REQUIRED = "(required)"
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class Command:
                  + ("; --key VALUE too" if self.flags else "") + "):",
                  f"  {'option':<20} {'default':<11} what it does"]
         for field in dataclasses.fields(self.options):
-            lines += _wrapped(field.name, default_text(field), self._help_line(field))
+            lines += _wrapped(field.name, shown_default(field), self._help_line(field))
         for form, text in self.passed_help:
             lines += _wrapped(form, "", text)
         if self.examples:
@@ -160,19 +159,6 @@ class Command:
 
 def _required(field: dataclasses.Field) -> bool:
     return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-
-
-def default_text(field: dataclasses.Field) -> str:
-    if _required(field):
-        return REQUIRED
-    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-    if isinstance(value, Enum):
-        value = value.value
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value) if value != [] else "[]"
 
 
 def _enum_of(hint: Any) -> type[Enum] | None:

@@ -153,6 +153,33 @@ def help_of(schema: type, name: str) -> str:
     return ""
 
 
+REQUIRED = "(required)"  # how help pages show a key with no default
+
+
+def shown_value(value: Any) -> str:
+    """A value as the help pages print it: YAML's null/true/false, enums by value, lists without quotes."""
+    if isinstance(value, Enum):
+        value = value.value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value == "???":
+        return REQUIRED
+    if isinstance(value, str):
+        return value.replace("\n", "\\n") if value else '""'
+    return str(value).replace("'", "")
+
+
+def shown_default(field: dataclasses.Field) -> str:
+    """A dataclass field's default as the help pages print it (``REQUIRED`` where it has none)."""
+    if field.default is not dataclasses.MISSING:
+        return shown_value(field.default)
+    if field.default_factory is not dataclasses.MISSING:
+        return shown_value(field.default_factory())
+    return REQUIRED
+
+
 def check_tree(node: Any, path: str) -> None:
     """Every typed field under ``node`` (an OmegaConf node at ``path``) against its allowed values: the first value
     out of range raises ``SettingError`` naming its full key. A value that cannot be resolved is skipped (it is
