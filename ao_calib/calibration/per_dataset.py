@@ -127,7 +127,7 @@ def method_scores(rows: list[dict], method: str) -> tuple[list[float], list[floa
     return confidences, outcomes, questions
 
 
-def _method_figures(rows: list[dict], method: str, n_bins: int) -> tuple[dict[str, Any], list[str]]:
+def method_figures(rows: list[dict], method: str, n_bins: int = 10) -> tuple[dict[str, Any], list[str]]:
     """(``method``'s figures on ``rows``, why any of them is undefined, in words)."""
     confidences, outcomes, questions = method_scores(rows, method)
     if not confidences:
@@ -165,7 +165,7 @@ def group_figures(rows: list[dict], n_bins: int = 10) -> dict[str, Any]:
     own = by_condition.get("own", [])
     methods, notes = {}, [] if own else ["no own-condition rows: no confidence figures"]
     for name in method_names(own) if own else []:
-        methods[name], method_notes = _method_figures(own, name, n_bins)
+        methods[name], method_notes = method_figures(own, name, n_bins)
         notes += method_notes
     accuracy = {c: float(binarize([r["scores"]["correct"] for r in group]).mean())
                 for c, group in by_condition.items()}

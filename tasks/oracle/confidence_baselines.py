@@ -31,11 +31,9 @@ import torch
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, scored_confidence
 from ao_calib.calibration.confidence_methods import (OUTCOMES, expected_mode_share, outcome_probabilities,
                                                      outcome_token_ids)
-from ao_calib.calibration.metrics import (auroc, binarize, brier_score, expected_calibration_error,
-                                          group_rate_rule, within_group_auroc)
-from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_scores
+from ao_calib.calibration.metrics import group_rate_rule
+from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_figures
 from ao_calib.calibration.probe import mean_vectors, probe_baseline, yes_labels
-from ao_calib.io import write_jsonl
 from ao_calib.judges.label import yes_no
 from ao_calib.run_dir import WARMUP, RunDir
 
@@ -182,20 +180,10 @@ def add_to_records(records: list[dict], name: str, confidence: list, correct: li
 
 
 def pooled_report(records: list[dict], names: list[str]) -> dict:
-    """Each baseline's AUROC, within-question AUROC, ECE and Brier over every own-condition row that carries it."""
-    out = {}
-    for name in names:
-        rows = [{**r, "dataset": r.get("dataset", r.get("kind"))} for r in records]
-        confidences, outcomes, questions = method_scores(rows, name)
-        if not confidences:
-            continue
-        hits = binarize(outcomes)
-        out[name] = {"n": len(confidences), "auroc": auroc(confidences, hits),
-                     "auroc_within_question": within_group_auroc(confidences, hits, questions),
-                     "ece": expected_calibration_error(confidences, hits), "brier": brier_score(confidences, outcomes)}
-        if any(name in (r.get("baseline_correct") or {}) for r in records):
-            out[name]["accuracy"] = float(hits.mean())
-    return out
+    """Each baseline's figures (``method_figures``) over every own-condition row that carries it."""
+    rows = [{**r, "dataset": r.get("dataset", r.get("kind"))} for r in records]
+    figures = {name: method_figures(rows, name)[0] for name in names}
+    return {name: f for name, f in figures.items() if f["n"]}
 
 
 def text_rule(records: list[dict]) -> list[float]:
