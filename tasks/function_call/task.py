@@ -197,6 +197,12 @@ class FunctionCallTask(Task):
         chosen = held_out_sample(len(rows), self.config.data.extra_test_samples, self.context.eval_seed)
         return [rows[i] for i in chosen]
 
+    def metric_names(self) -> frozenset[str]:
+        if not self.bfcl:
+            return super().metric_names()
+        per_category = {f"ast_accuracy/{kind}" for kind in (*bfcl.SUPPORTED_CATEGORIES, "all", "category_mean")}
+        return super().metric_names() | per_category | {"empty_where_call_needed"}
+
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)
         if self.bfcl and records:

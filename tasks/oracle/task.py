@@ -23,7 +23,8 @@ from ao_calib.judges.label import yes_no
 from ao_calib.rewards import RewardFn
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.activations import ActivationCache, ExtractionStats, extract_activations, layer_indices
-from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, calibration_figures
+from ao_calib.task_api import (Task, TaskContext, TaskData, TaskRequirements, calibration_figure_names,
+                               calibration_figures)
 
 from .baselines import ANSWERS
 from .classification import load_suite
@@ -736,6 +737,12 @@ class OracleTask(Task):
             write_jsonl(predictions, records)
             _print_classification_table(tag, results, skipped)
         return {"classification": results, "classification_skipped": skipped}
+
+    def metric_names(self) -> frozenset[str]:
+        # the stated number's calibration figures on every run (aggregate computes them whatever the reward), and
+        # aggregate's own figures (judge_failed and informativeness only on judged rows)
+        return super().metric_names() | {*calibration_figure_names(), "confidence", "parse_rate",
+                                          "calibration_reward", "informativeness", "judge_failed"}
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
         """Rows checked against a yes/no reference: calibration against correctness. Judged rows (WildChat, open
