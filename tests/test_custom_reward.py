@@ -84,7 +84,7 @@ def test_training_rewards_change_by_weight_times_value(tmp_path):
     (folder / "my_rewards.py").write_text(textwrap.dedent(MODULE))
     out = tmp_path / "run"
     result = run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=2", "eval.enabled=false",
-                     "reward=function_call_strict",
+                     "trainer.num_generations=2", "trainer.max_completion_length=8", "reward=function_call_strict",
                      "+reward.components.bonus={_target_:my_rewards.constant,weight:0.5,kwargs:{value:0.3}}",
                      f"hydra.run.dir={out}", env={"PYTHONPATH": str(folder)})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -120,9 +120,9 @@ def run(package: Path, *overrides: str):
 @pytest.mark.slow
 def test_a_task_from_another_package_trains_and_evaluates(package, tmp_path):
     out = tmp_path / "run"
-    result = run(package, "task=greet", "model=tiny_qwen3", "trainer.max_steps=2", "trainer.batch_size=2",
-                 "trainer.num_generations=2", "trainer.max_completion_length=8", "trainer.save_steps=100",
-                 "eval.num_samples=4", "eval.initial=false", f"hydra.run.dir={out}")
+    result = run(package, "task=greet", "model=tiny_qwen3", "trainer.max_steps=1", "trainer.batch_size=2",
+                 "trainer.num_generations=2", "trainer.max_completion_length=4", "trainer.save_steps=100",
+                 "eval.num_samples=2", "eval.max_new_tokens=4", "eval.initial=false", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed"
@@ -141,8 +141,9 @@ def test_a_misspelt_key_of_an_outside_task_is_named(package, tmp_path):
 @pytest.mark.slow
 def test_a_judge_from_another_package_scores_the_oracle(package, tmp_path):
     out = tmp_path / "run"
-    result = run(package, "experiment=oracle_tiny", "judge=word_count", "warmup.max_steps=2", "trainer.max_steps=1",
-                 "eval.enabled=false", f"hydra.run.dir={out}")
+    # GRPO alone (no warm-up, no evaluation): the stage the judge scores
+    result = run(package, "experiment=oracle_tiny", "judge=word_count", "warmup.enabled=false", "trainer.max_steps=1",
+                 "trainer.num_generations=2", "eval.enabled=false", f"hydra.run.dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["judge"]["judge/calls"] > 0
