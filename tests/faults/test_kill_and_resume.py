@@ -1,39 +1,24 @@
 """Runs killed as a cluster or a user kills them, then resumed: real ``python -m ao_calib.run`` processes on the
-tiny Qwen3, signals sent by ``os.kill`` at points read from the run's own files."""
+tiny Qwen3 (forked from the test's command server, tests/cli_zygote.py), signals sent by ``os.kill`` at points
+read from the run's own files."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ao_calib.run_dir import load_run, read_metrics
-from tests.conftest import PROJECT_ROOT, run_cli
+from tests.conftest import run_cli
+from tests.faults.background_run import BackgroundRun
 
 TIMEOUT_S = 900  # per phase: generous, for a loaded CI machine
 
 
-def start(*overrides: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ao_calib.run", *overrides], cwd=PROJECT_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-
-
-def wait_for(proc: subprocess.Popen, condition, what: str, poll_s: float = 0.05) -> None:
-    deadline = time.time() + TIMEOUT_S
-    while not condition():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the run ended (rc {proc.returncode}) before {what}:\n{out[-2000:]}\n{err[-3000:]}")
-        if time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(poll_s)
+def start(run: Path, *overrides: str) -> BackgroundRun:
+    return BackgroundRun(run, *overrides, timeout=TIMEOUT_S)
 
 
 def train_steps(run: Path, key: str = "loss") -> list[int]:
@@ -64,16 +49,16 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     "running", which the report calls "crashed"; each resume starts from the newest whole checkpoint, and the
     run ends with every step and every sample logged exactly once, one wandb run, one initial evaluation."""
     run = tmp_path / "grpo"
-    overrides = ["experiment=function_call_tiny", "trainer.max_steps=5", "trainer.save_steps=3", "eval.num_samples=2",
+    overrides = ["experiment=function_call_tiny", "trainer.max_steps=4", "trainer.save_steps=3", "eval.num_samples=2",
                  "alerts.patience=1", "logger=wandb", f"hydra.run.dir={run}"]
     resume = [*overrides, "trainer.resume_from_checkpoint=latest"]
 
-    proc = start(*overrides)
-    wait_for(proc, has_step(run, 1), "step 1")
+    proc = start(run, *overrides)
+    proc.wait_for(has_step(run, 1), "step 1", TIMEOUT_S)
     wandb_id = summary(run)["wandb_run_id"]
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    proc.send(signal.SIGTERM)
+    stopped = proc.result(TIMEOUT_S)
+    assert stopped.returncode == 128 + signal.SIGTERM and "Traceback" not in stopped.stderr
     first = summary(run)
     assert first["status"] == "interrupted" and first["signal"] == "SIGTERM"
     stopped_at = int(first["error"].rsplit(" ", 1)[1])  # "interrupted by SIGTERM: checkpoint saved at step N"
@@ -84,10 +69,10 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     refused = run_cli("ao_calib.run", *overrides, timeout=TIMEOUT_S)  # a fresh start into this directory
     assert refused.returncode == 2 and "trainer.resume_from_checkpoint=latest" in refused.stderr
 
-    proc = start(*resume)
-    wait_for(proc, has_step(run, stopped_at + 1), f"step {stopped_at + 1}")
-    proc.kill()  # kill -9 while the next step generates
-    proc.wait()
+    proc = start(run, *resume)
+    proc.wait_for(has_step(run, stopped_at + 1), f"step {stopped_at + 1}", TIMEOUT_S)
+    proc.send(signal.SIGKILL)  # kill -9 while the next step generates
+    assert proc.result(TIMEOUT_S).returncode == -signal.SIGKILL
     assert summary(run)["status"] == "running" and load_run(run).status == "crashed"
 
     ok(run_cli("ao_calib.run", *resume, timeout=TIMEOUT_S))
@@ -95,15 +80,15 @@ def test_grpo_sigterm_then_kill_9_mid_generation_then_resume(tmp_path):
     assert final["status"] == "completed" and final["wandb_run_id"] == wandb_id
     # The newest whole checkpoint when killed: the SIGTERM one, or the scheduled step-3 one if it was complete.
     assert Path(final["resumed_from"]).name in {f"checkpoint-{stopped_at}", "checkpoint-3"}
-    assert train_steps(run) == [1, 2, 3, 4, 5]
-    assert sorted(samples(run)) == [s for s in range(5) for _ in range(4)]  # 4 samples a step, each step once
+    assert train_steps(run) == [1, 2, 3, 4]
+    assert sorted(samples(run)) == [s for s in range(4) for _ in range(4)]  # 4 samples a step, each step once
     assert (run / "eval_initial.json").stat().st_mtime_ns == initial_eval  # not evaluated again
     # Every reward is 0 on the untrained tiny model: no learning signal, and the run says so.
     assert final["alerts"]["no_learning_signal"]["step"] == 1  # fired in the first process, kept across resumes
     assert any(r.get("alert/no_learning_signal") for r in read_metrics(run))
 
     again = ok(run_cli("ao_calib.run", *resume, timeout=TIMEOUT_S))
-    assert "already completed step 5" in again.stdout
+    assert "already completed step 4" in again.stdout
 
 
 @pytest.mark.slow
@@ -116,14 +101,16 @@ def test_sft_killed_mid_training_and_mid_evaluation_ends_as_an_uninterrupted_run
     ok(run_cli("ao_calib.run", *common, f"hydra.run.dir={straight}", timeout=TIMEOUT_S))
     resume = [*common, f"hydra.run.dir={killed}", "trainer.resume_from_checkpoint=latest"]
 
-    proc = start(*common, f"hydra.run.dir={killed}")
-    wait_for(proc, lambda: (killed / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists(), "checkpoint-2")
-    proc.kill()
-    proc.wait()
-    proc = start(*resume)
-    wait_for(proc, lambda: (killed / "adapter" / "adapter_model.safetensors").exists(), "the final evaluation")
-    proc.kill()  # during the final evaluation
-    proc.wait()
+    proc = start(killed, *common, f"hydra.run.dir={killed}")
+    proc.wait_for(lambda: (killed / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists(), "checkpoint-2",
+                  TIMEOUT_S)
+    proc.send(signal.SIGKILL)
+    assert proc.result(TIMEOUT_S).returncode == -signal.SIGKILL
+    proc = start(killed, *resume)
+    proc.wait_for(lambda: (killed / "adapter" / "adapter_model.safetensors").exists(), "the final evaluation",
+                  TIMEOUT_S)
+    proc.send(signal.SIGKILL)  # during the final evaluation
+    assert proc.result(TIMEOUT_S).returncode == -signal.SIGKILL
     assert not (killed / "eval.json").exists()
     ok(run_cli("ao_calib.run", *resume, timeout=TIMEOUT_S))
 
