@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -95,12 +96,17 @@ SELECTING = ("task.data.eval_split=validation", "eval.select_metric=scripted")
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory) -> Path:
+    """The task's package, on PYTHONPATH for this module's tests: set in this process's environment rather than
+    passed to each run, so that the runs fork from one command server (tests/cli_zygote.py) started with it instead
+    of each importing torch and the trainers anew in a plain subprocess."""
     root = tmp_path_factory.mktemp("outside_repo")
     for name, text in FILES.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip())
-    return root
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(root), os.environ.get("PYTHONPATH")))))
+        yield root
 
 
 RUN = ("hydra.searchpath=[pkg://sel_pkg.conf]", "task=scripted", "reward=scripted", "model=tiny_qwen3", "trainer=sft",
@@ -110,7 +116,17 @@ RUN = ("hydra.searchpath=[pkg://sel_pkg.conf]", "task=scripted", "reward=scripte
 
 
 def run(package: Path, out: Path, *overrides: str):
-    return run_cli("ao_calib.run", *RUN, *overrides, f"hydra.run.dir={out}", env={"PYTHONPATH": str(package)})
+    """A run of the scripted task (``package`` is on PYTHONPATH while the fixture lasts)."""
+    return run_cli("ao_calib.run", *RUN, *overrides, f"hydra.run.dir={out}")
+
+
+@pytest.fixture(scope="module")
+def selecting_run(package, tmp_path_factory):
+    """One selecting run of five steps, shared: the tests that change its directory work on a copy."""
+    out = tmp_path_factory.mktemp("selecting") / "r"
+    result = run(package, out, *SELECTING)
+    assert_ok(result)
+    return out, result.stdout
 
 
 def assert_ok(result):
@@ -132,10 +148,8 @@ def held_out_splits(out: Path, tag: str) -> set[str]:
     return {row["prompt"].split()[0] for row in read_jsonl(out / name)}
 
 
-def test_the_best_validation_step_becomes_the_adapter_and_the_test_split_scores_it(package, tmp_path):
-    out = tmp_path / "r"
-    result = run(package, out, *SELECTING)
-    assert_ok(result)
+def test_the_best_validation_step_becomes_the_adapter_and_the_test_split_scores_it(selecting_run):
+    out, stdout = selecting_run
     record = json.loads((out / "selection.json").read_text())
     # step 1's NaN never wins; steps 2 and 4 tie at 0.9: the earlier is chosen
     assert record["selected"]["step"] == 2 and record["selected"]["value"] == 0.9 and record["mode"] == "max"
@@ -151,19 +165,20 @@ def test_the_best_validation_step_becomes_the_adapter_and_the_test_split_scores_
     assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-2"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["selection"]["train"]["selected"]["step"] == 2
-    assert "selected (train): step 2, scripted (max) = 0.9 on validation" in result.stdout
+    assert "selected (train): step 2, scripted (max) = 0.9 on validation" in stdout
     validation_rows = [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r]
     assert validation_rows == [1, 2, 3, 4, 5]  # the stage's end is a candidate too, logged once
 
 
 def test_without_select_metric_the_last_step_is_the_adapter(package, tmp_path):
     out = tmp_path / "r"
-    assert_ok(run(package, out))
+    assert_ok(run(package, out, "trainer.max_steps=3"))  # step 2 scores best, step 3 is the last
     assert not (out / "selection.json").exists() and not (out / "selection").exists()
-    last = lora_abs_sum(out / "checkpoints" / "checkpoint-5")
+    last = lora_abs_sum(out / "checkpoints" / "checkpoint-3")
+    assert abs(last - lora_abs_sum(out / "checkpoints" / "checkpoint-2")) > 1e-3
     assert lora_abs_sum(out / "adapter") == pytest.approx(last, rel=1e-6)
     assert json.loads((out / "eval.json").read_text())["lora_abs_sum"] == pytest.approx(last, rel=1e-5)
-    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "val/scripted" in r] == [1, 2]
 
 
 @pytest.mark.parametrize("overrides, named", [
@@ -204,11 +219,11 @@ def test_a_run_trained_further_keeps_its_selection(package, tmp_path):
     assert sorted(p.name for p in (out / "selection").iterdir()) == ["step-4"]
 
 
-def test_a_run_stopped_before_its_stage_end_evaluation_runs_it_once_on_resuming(package, tmp_path):
+def test_a_run_stopped_before_its_stage_end_evaluation_runs_it_once_on_resuming(package, selecting_run, tmp_path):
     """Stopped after its last checkpoint, before the stage's end was evaluated: the resumed run only loads that
     checkpoint, evaluates the last step once (logged at its step), and loads the chosen step's adapter."""
     out = tmp_path / "r"
-    assert_ok(run(package, out, *SELECTING))
+    shutil.copytree(selecting_run[0], out)
     # what a run stopped then leaves: no stage-end candidate, no choice, no final adapter or evaluation
     record = json.loads((out / "selection.json").read_text())
     (out / "selection.json").write_text(json.dumps(
@@ -252,7 +267,6 @@ def test_a_warm_up_chooses_its_own_step_and_the_main_stage_starts_from_it(packag
 def test_two_processes_choose_the_same_step_and_save_its_adapter_once(package, tmp_path):
     """torchrun over two gloo processes: every process saves the adapter of a best step and loads the chosen one;
     the main process alone renames and records."""
-    import os
     import subprocess
     import sys
 
@@ -260,9 +274,9 @@ def test_two_processes_choose_the_same_step_and_save_its_adapter_once(package, t
 
     out = tmp_path / "r"
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             "-m", "ao_calib.run", *RUN, *SELECTING, f"hydra.run.dir={out}"], check=False,
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(package)})
+                             "-m", "ao_calib.run", *RUN, *SELECTING, "trainer.max_steps=3", f"hydra.run.dir={out}"],
+                            check=False, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # the package: on the fixture's PYTHONPATH
     assert_ok(result)
     assert json.loads((out / "selection.json").read_text())["selected"]["step"] == 2
     chosen = lora_abs_sum(out / "checkpoints" / "checkpoint-2")
