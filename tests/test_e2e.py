@@ -27,7 +27,23 @@ def assert_ok(result):
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("run") / "r"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=3",
-                      "reward=function_call_progressive", CURRICULUM, "logger=wandb", f"hydra.run.dir={out}"))
+                      "reward=function_call_progressive", CURRICULUM, "logger=wandb", "eval.initial=false",
+                      f"hydra.run.dir={out}"))
+    return out
+
+
+# function_call_demo with a two-step warm-up that checkpoints every step, then two main-stage steps evaluated
+# during the main stage only: one run read by the warm-up-evaluation test and copied by each resume test.
+WARMUP_RUN = ("experiment=function_call_demo", "warmup.max_steps=2", "warmup.save_steps=1", "warmup.logging_steps=1",
+              "trainer.max_steps=2", "trainer.batch_size=2", "trainer.num_generations=2", "trainer.logging_steps=1",
+              "trainer.max_completion_length=16", "eval.max_new_tokens=16", "eval.initial=false",
+              "eval.num_samples=2", "eval.every_steps=1", "eval.during_num_samples=2", "eval.during_warmup=false")
+
+
+@pytest.fixture(scope="module")
+def warmup_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("warmup_run") / "r"
+    assert_ok(run_cli("ao_calib.run", *WARMUP_RUN, f"hydra.run.dir={out}"))
     return out
 
 
@@ -121,7 +137,7 @@ def test_resume_continues_from_the_latest_checkpoint(run_dir):
 
 
 @pytest.mark.parametrize("kept", [1, 2])
-def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(tmp_path, kept):
+def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(warmup_run, tmp_path, kept):
     """A run stopped in its warm-up (or after it, before the main stage's first checkpoint) takes the warm-up up
     from its own newest checkpoint with trainer.resume_from_checkpoint=latest, instead of starting again: a run
     whose main-stage checkpoints and end are gone, with the warm-up's checkpoints up to step ``kept`` of 2 left.
@@ -130,10 +146,7 @@ def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(tmp_path,
     import shutil
 
     out = tmp_path / "r"
-    args = ("experiment=function_call_demo", "warmup.max_steps=2", "warmup.save_steps=1", "warmup.logging_steps=1",
-            "trainer.max_steps=1", "trainer.batch_size=2", "trainer.num_generations=2", "trainer.logging_steps=1",
-            "eval.initial=false", "eval.num_samples=2", f"hydra.run.dir={out}")
-    assert_ok(run_cli("ao_calib.run", *args))
+    shutil.copytree(warmup_run, out)  # file times kept: the checks below compare them
     # what a run killed in its warm-up (kept=1), or just after it (kept=2), leaves behind
     shutil.rmtree(out / "checkpoints")
     shutil.rmtree(out / "adapter")
@@ -151,16 +164,16 @@ def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(tmp_path,
     written = warmup_end.stat().st_mtime_ns if kept == 2 else None
     saved = (out / "warmup" / "checkpoints" / f"checkpoint-{kept}" / "trainer_state.json").stat().st_mtime_ns
 
-    result = run_cli("ao_calib.run", *args, "trainer.resume_from_checkpoint=latest")
+    result = run_cli("ao_calib.run", *WARMUP_RUN, f"hydra.run.dir={out}", "trainer.resume_from_checkpoint=latest")
     assert_ok(result)
     assert f"resuming the warmup stage at step {kept}" in result.stdout + result.stderr
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in rows if r.get("stage") == "warmup" and "loss" in r] == [1, 2]
     # taken up after step `kept`: its checkpoint was not written again by a warm-up started from scratch
     assert (out / "warmup" / "checkpoints" / f"checkpoint-{kept}" / "trainer_state.json").stat().st_mtime_ns == saved
-    assert [r["step"] for r in rows if r.get("stage", "train") == "train" and "reward" in r] == [1]
+    assert [r["step"] for r in rows if r.get("stage", "train") == "train" and "reward" in r] == [1, 2]
     assert json.loads((out / "summary.json").read_text())["status"] == "completed"
-    assert (out / "checkpoints" / "checkpoint-1").is_dir() and (out / "adapter").is_dir()
+    assert (out / "checkpoints" / "checkpoint-2").is_dir() and (out / "adapter").is_dir()
     if kept == 2:
         assert warmup_end.stat().st_mtime_ns == written  # the warm-up's evaluation was not run again
 
@@ -168,11 +181,14 @@ def test_a_run_stopped_before_the_main_stage_saved_resumes_its_warm_up(tmp_path,
 def test_sweep_then_report(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_cli("ao_calib.run", "-m", "experiment=function_call_tiny", "trainer.max_steps=2",
-                     "trainer.lr=1e-5,3e-5", "eval.num_samples=2", f"hydra.sweep.dir={sweep}")
+                     "trainer.lr=1e-5,3e-5", "eval.num_samples=2", "eval.initial=false",
+                     f"hydra.sweep.dir={sweep}")
     assert_ok(result)
     jobs = sorted(p.name for p in sweep.iterdir() if (p / "summary.json").exists())
-    assert jobs == ["experiment=function_call_tiny,trainer.lr=1e-5,trainer.max_steps=2,eval.num_samples=2",
-                    "experiment=function_call_tiny,trainer.lr=3e-5,trainer.max_steps=2,eval.num_samples=2"] or \
+    assert jobs == ["experiment=function_call_tiny,trainer.lr=1e-5,trainer.max_steps=2,eval.num_samples=2,"
+                    "eval.initial=false",
+                    "experiment=function_call_tiny,trainer.lr=3e-5,trainer.max_steps=2,eval.num_samples=2,"
+                    "eval.initial=false"] or \
         len(jobs) == 2 and all("trainer.lr=" in j for j in jobs)
     assert (sweep / "report.md").exists() and (sweep / "report.csv").exists()  # written when the sweep ended
     report = run_cli("ao_calib.report", str(sweep), "--out", str(tmp_path / "report"))
@@ -184,7 +200,7 @@ def test_sweep_then_report(tmp_path):
 def test_gemma3_layout_trains_too(tmp_path):
     out = tmp_path / "gemma"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "model=tiny_gemma3", "trainer.max_steps=1",
-                      "eval.num_samples=2", f"hydra.run.dir={out}"))
+                      "eval.num_samples=2", "eval.initial=false", f"hydra.run.dir={out}"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "rewards/tool_call_exact/mean" in summary["final_metrics"]
 
@@ -193,23 +209,18 @@ def test_optuna_search_runs_trials(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep = tmp_path / "optuna"
     assert_ok(run_cli("ao_calib.run", "-m", "experiment=function_call_tiny", "hparams_search=function_call_optuna",
-                      "hydra.sweeper.n_trials=2", "trainer.max_steps=1", "eval.num_samples=2",
+                      "hydra.sweeper.n_trials=2", "trainer.max_steps=1", "eval.num_samples=2", "eval.initial=false",
                       f"hydra.sweep.dir={sweep}"))
     trials = [p for p in sweep.iterdir() if (p / "summary.json").exists()]
     assert len(trials) == 2
     assert "best_params" in (sweep / "optimization_results.yaml").read_text()
 
 
-def test_evaluations_during_training_can_skip_the_warm_up(tmp_path):
+def test_evaluations_during_training_can_skip_the_warm_up(warmup_run):
     """eval.during_warmup=false: the curve covers the main stage only; the evaluation after the warm-up stays."""
-    out = tmp_path / "main_only"
-    assert_ok(run_cli("ao_calib.run", "experiment=function_call_demo", "warmup.max_steps=2", "trainer.max_steps=2",
-                      "trainer.batch_size=2", "trainer.num_generations=2", "eval.initial=false", "eval.num_samples=2",
-                      "eval.every_steps=1", "eval.during_num_samples=2", "eval.during_warmup=false",
-                      f"hydra.run.dir={out}"))
-    reports = sorted(p.name for p in out.glob("eval*.json"))
+    reports = sorted(p.name for p in warmup_run.glob("eval*.json"))
     assert reports == ["eval.json", "eval_step1.json", "eval_warmup.json"]
-    curve = [r for r in read_jsonl(out / "metrics.jsonl") if "val/accuracy" in r]
+    curve = [r for r in read_jsonl(warmup_run / "metrics.jsonl") if "val/accuracy" in r]
     assert [(r.get("stage"), r["step"]) for r in curve] == [("train", 1)]
 
 
@@ -217,7 +228,7 @@ def test_calibrated_function_call_reward_and_eval(tmp_path):
     out = tmp_path / "cal"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "reward=calibrated_function_call",
                       "trainer.max_steps=2", "eval.num_samples=4", "eval.every_steps=1", "eval.during_num_samples=2",
-                      f"hydra.run.dir={out}"))
+                      "eval.initial=false", f"hydra.run.dir={out}"))
     validation = [r for r in read_jsonl(out / "metrics.jsonl") if "val/accuracy" in r]
     assert [r["step"] for r in validation] == [1] and "val/brier" in validation[0]  # not again at the last step
     assert json.loads((out / "eval_step1.json").read_text())["num_samples"] == 2
