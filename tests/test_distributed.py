@@ -27,10 +27,14 @@ TOLERANCE = 0.15
 FUNCTION_CALL = ["experiment=function_call_tiny", "trainer.max_steps=2", "eval.num_samples=8"]
 # GRPO over two processes is compared on the oracle: the trainer class function calling uses, steered, after a
 # warm-up stage (function-calling GRPO starts over two processes in the failing-rank test below).
+# Two warm-up steps (one logged row) and short answers: what the comparisons need, kept small; eight held-out rows,
+# so that one answer that differs moves a rate by less than TOLERANCE.
 CASES = {
-    "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "trainer.max_steps=2", "eval.every_steps=null"],
+    "tool_json_sft_ppo": ["experiment=tool_json_sft_ppo_tiny", "warmup.max_steps=2", "trainer.max_steps=2",
+                          "trainer.max_completion_length=16", "eval.max_new_tokens=16", "eval.every_steps=null"],
     # Windows of 1-6 positions: a row paired with another row's vectors would put them off the placeholders.
-    "oracle_grpo": ["experiment=oracle_tiny", "task.activations.positions=window", "task.activations.window_min=1",
+    "oracle_grpo": ["experiment=oracle_tiny", "warmup.max_steps=2", "task.data.generate.n_train_prompts=8",
+                    "task.activations.positions=window", "task.activations.window_min=1",
                     "task.activations.window_max=6"],
 }
 
@@ -134,18 +138,28 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()  # before exit: a live gloo group can abort the process as it is torn down
 
 
+# What the two processes' work imports: loaded once by the fork server that starts them, not by every process.
+FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "transformers", "peft", "safetensors",
+                      "ao_calib.config", "ao_calib.models", "ao_calib.sharding", "ao_calib.steering",
+                      "ao_calib.steering.activations", "ao_calib.evaluation.generation", "tests.test_distributed"]
+
+
 def spawn_two(work, out: Path, timeout: float | None = None) -> None:
-    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing). With a
-    ``timeout`` (seconds) a run still going then is killed and fails the test: a hang does not hang CI."""
+    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing), forked from
+    multiprocessing's fork server: a fresh interpreter that has only imported the libraries, started once per
+    test process. With a ``timeout`` (seconds) a run still going then is killed and fails the test: a hang does not
+    hang CI."""
+    import multiprocessing
     import socket
     import time
 
     import torch.multiprocessing as mp
 
+    multiprocessing.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    context = mp.spawn(work, args=(port, str(out)), nprocs=2, join=False)
+    context = mp.start_processes(work, args=(port, str(out)), nprocs=2, join=False, start_method="forkserver")
     deadline = None if timeout is None else time.monotonic() + timeout
     while not context.join(timeout=1.0):  # raises as soon as one process fails (the other is ended)
         if deadline is not None and time.monotonic() > deadline:
