@@ -56,9 +56,12 @@ def test_bad_classification_settings_are_refused_naming_the_key():
 
 @pytest.fixture(scope="module")
 def classification_run(tmp_path_factory):
+    """A tiny run scoring every test row; one step per stage and no evaluation before training (no test reads one):
+    the warm-up's evaluation and the final one are what the tests check."""
     out = tmp_path_factory.mktemp("classification") / "run"
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", *SOURCE, "task.baselines_suite=true",
-                     "task.activations.center=true", "eval.num_samples=null", f"hydra.run.dir={out}")
+                     "task.activations.center=true", "eval.num_samples=null", "eval.initial=false",
+                     "warmup.max_steps=1", "trainer.max_steps=1", f"hydra.run.dir={out}")
     assert_ok(result)
     return out, result.stdout
 
