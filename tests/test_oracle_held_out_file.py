@@ -66,7 +66,8 @@ def test_a_labelled_file_is_scored_with_the_runs_own_vectors_centre_and_control_
     for tag, options in (("own", [f"num_samples={len(own)}"]), ("file", [f"task.data.test_path={same_prompts}"]),
                          ("more", [f"task.data.test_path={more_prompts}", "task.eval_control=false",
                                    "task.eval_none=false"])):
-        assert eval_command.main([f"run_dir={saved_run}", f"tag={tag}", *options]) == 0
+        # short answers: what is checked is the vectors injected into the prompt, not what the oracle says
+        assert eval_command.main([f"run_dir={saved_run}", f"tag={tag}", "max_new_tokens=2", *options]) == 0
         evaluations[tag] = dict(injected)
         injected.clear()
 
