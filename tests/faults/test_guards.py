@@ -25,6 +25,7 @@ from ao_calib.config import check_values, compose_run_config
 from ao_calib.errors import AOCalibError, MissingDataFileError
 from ao_calib.run_dir import RunDir, checkpoint_problem, load_run, resolve_checkpoint, start_point
 from tests.conftest import PROJECT_ROOT, run_cli
+from tests.faults.background_run import BackgroundRun
 
 # --------------------------------------------------------------------------------------------- bad values
 
@@ -218,6 +219,9 @@ def test_a_refused_connection_is_named_as_such_not_http_500(monkeypatch):
     from ao_calib.judges.litellm_judge import LiteLLMJudge
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # Set here, so the variable the first litellm import sets goes again after the test: the environment the
+    # test's command server was started in stays this process's, and the next command-line run need not restart it.
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True"))
     api_base = f"http://127.0.0.1:{_closed_port()}/v1"
     judge = LiteLLMJudge(LiteLLMJudgeConfig(model="openai/judge-test", prompt="{prompt} {question} {answer}",
                                             api_base=api_base, max_retries=1, backoff_s=0.01, timeout_s=5,
@@ -349,9 +353,9 @@ def test_the_real_model_presets_budget_every_reference(experiment, smollm2_sourc
     from ao_calib.run import _generation_budgets
     from ao_calib.task_api import build_task
 
-    for seed in (0, 1, 2):
-        cfg = compose_run_config([f"experiment={experiment}", f"trainer.seed={seed}"])
-        tokenizer = models.load_tokenizer(smollm2_source, cfg.model)
+    configs = [compose_run_config([f"experiment={experiment}", f"trainer.seed={seed}"]) for seed in (0, 1, 2)]
+    tokenizer = models.load_tokenizer(smollm2_source, configs[0].model)  # the seed changes the data, not the model
+    for cfg in configs:
         task = build_task(cfg)
         data = task.build_data(tokenizer, None)
         assert references_over_budget(data, tokenizer, _generation_budgets(cfg)) == {}
@@ -363,27 +367,45 @@ def test_the_real_model_presets_budget_every_reference(experiment, smollm2_sourc
 # ------------------------------------------------------------------------------------------------ signals
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_before_training_ends_the_run_interrupted_naming_it(tmp_path, sig):
-    run = tmp_path / "r"
-    # A shell starts a background job with SIGINT ignored, and the run would inherit that (Python then installs no
-    # KeyboardInterrupt handler): the suite started with `&` saw ctrl-c ignored. The run gets the default, as a
-    # terminal gives it.
-    proc = subprocess.Popen([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
+def _ctrl_c_target(run: Path) -> subprocess.Popen:
+    """A run of its own for ctrl-c: a shell starts a background job with SIGINT ignored, and the run would inherit
+    that (Python then installs no KeyboardInterrupt handler): the suite started with `&` saw ctrl-c ignored. The
+    run gets the default, as a terminal gives it."""
+    return subprocess.Popen([sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny",
                              f"hydra.run.dir={run}"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _signalled_before_training(run: Path, sig: signal.Signals) -> tuple[int, str]:
+    """(exit status, stderr) of a run sent ``sig`` once it has written summary.json ("running" is written before the
+    model loads). SIGTERM goes to a run forked from the test's command server, whose handler the run installs
+    itself; SIGINT to a process started with the default handler."""
+    if sig == signal.SIGTERM:
+        proc = BackgroundRun(run, "experiment=function_call_tiny", f"hydra.run.dir={run}", timeout=600)
+        proc.wait_for(lambda: (run / "summary.json").exists(), "summary.json", 600)  # generous: a loaded machine
+        proc.send(sig)
+        done = proc.result(600)
+        return done.returncode, done.stderr
+    proc = _ctrl_c_target(run)
     deadline = time.time() + 600  # generous: a loaded CI machine starts Python slowly
     while not (run / "summary.json").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)  # "running" is written before the model loads
+        time.sleep(0.05)
     assert (run / "summary.json").exists(), "the run never wrote summary.json"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=600)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_before_training_ends_the_run_interrupted_naming_it(tmp_path, sig):
+    run = tmp_path / "r"
+    returncode, err = _signalled_before_training(run, sig)
     summary = json.loads((run / "summary.json").read_text())
     # the whole summary and the end of stderr in the message: a miss here is a race worth reading
     assert (summary["status"], summary.get("signal")) == ("interrupted", sig.name), (summary, err[-3000:])
     assert summary["error"] == f"interrupted by {sig.name}"
-    assert proc.returncode == 128 + sig and "Traceback" not in err
+    assert returncode == 128 + sig and "Traceback" not in err
     assert "trainer.resume_from_checkpoint=latest" in err
 
 # ---------------------------------------------------------------------------------------- learning signal
