@@ -147,10 +147,12 @@ def test_a_rows_file_beside_a_bfcl_folder_is_refused_naming_both_keys(tmp_path):
 
 @pytest.fixture(scope="module")
 def rows_run(tmp_path_factory) -> Path:
-    """A tiny function-calling run trained on the default data format (rows), short answers."""
+    """A tiny function-calling run trained on the default data format (rows), short answers, evaluated in one batch
+    of the BFCL folder's 36 rows (its eval.batch_size, which the eval command takes up)."""
     out = tmp_path_factory.mktemp("rows_run") / "r"
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=1",
-                      "trainer.max_completion_length=8", "eval.enabled=false", f"hydra.run.dir={out}"))
+                      "trainer.max_completion_length=8", "eval.enabled=false", "eval.batch_size=36",
+                      f"hydra.run.dir={out}"))
     assert OmegaConf.load(out / RunDir.CONFIG).task.data.format == "rows"
     return out
 
