@@ -4,10 +4,7 @@ the plot reads as one run, --help shows examples and no schema, and the docs nam
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,46 +12,16 @@ import pytest
 from ao_calib.reporting.plot import global_steps, plot_run, run_title
 from ao_calib.run_dir import RunDir, SweepFiles
 from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
-
-# Refuses (and records) every name lookup but the loopback's, in the process and any child it starts.
-REFUSE_LOOKUPS = '''
-import os, socket, traceback
-_real = socket.getaddrinfo
-def _refuse(host, *args, **kwargs):
-    name = host.decode() if isinstance(host, bytes) else str(host)
-    if name not in ("localhost", "127.0.0.1", "::1"):
-        with open(os.environ["LOOKUP_LOG"], "a") as f:
-            f.write(name + "\\n" + "".join(traceback.format_stack(limit=25)) + "\\n")
-        raise socket.gaierror(socket.EAI_NONAME, "name lookup refused by the test: " + name)
-    return _real(host, *args, **kwargs)
-socket.getaddrinfo = _refuse
-'''
-# What the session's environment sets for every test; the run must get there by itself.
-OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE",
-                     "HF_HUB_DISABLE_TELEMETRY", "WANDB_ERROR_REPORTING", "WANDB_API_KEY")
-
-
-def assert_ok(result):
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+from tests.tiny_runs import assert_ok, copy_run, help_page, offline_function_call_run
 
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory) -> tuple[Path, Path, Path]:
     """A tiny GRPO run with wandb, with no offline variable set and every name lookup refused:
-    ``(run dir, lookup log, its temp dir)``."""
-    root = tmp_path_factory.mktemp("first_hour")
-    (root / "site").mkdir()
-    (root / "site" / "sitecustomize.py").write_text(REFUSE_LOOKUPS)
-    (root / "tmp").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
-    env.update(PYTHONPATH=str(root / "site"), LOOKUP_LOG=str(root / "lookups.log"), TMPDIR=str(root / "tmp"))
-    run = root / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=1",
-         "eval.num_samples=2", "logger=wandb", f"hydra.run.dir={run}"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
-    assert_ok(result)
-    return run, root / "lookups.log", root / "tmp"
+    ``(run dir, lookup log, its temp dir)``; the run is a copy of the one test_readme_commands also reads
+    (made once per test process), so the tests here may write into it."""
+    run, lookups, tmp = offline_function_call_run(tmp_path_factory.getbasetemp() / "offline_function_call_run")
+    return copy_run(run, tmp_path_factory.mktemp("first_hour") / "run"), lookups, tmp
 
 
 def test_a_tiny_run_looks_up_no_host_and_leaves_no_temp_folder(offline_run):
@@ -83,7 +50,7 @@ def test_reevaluation_never_replaces_the_runs_own_result(offline_run):
 
 
 def test_eval_help_lists_its_options():
-    result = run_cli("ao_calib.eval", "--help")
+    result = help_page("ao_calib.eval", "--help")
     assert_ok(result)
     for option in ("run_dir", "num_samples", "adapter", "temperature", "tag", "overwrite"):
         assert re.search(rf"^  {option}\s", result.stdout, re.M), option
@@ -115,7 +82,7 @@ def test_stages_and_a_resume_make_one_continuous_step(tmp_path):
 
 
 def test_run_help_shows_examples_and_only_options_a_user_can_pick():
-    result = run_cli("ao_calib.run", "--help")
+    result = help_page("ao_calib.run", "--help")
     assert_ok(result)
     assert "python -m ao_calib.run experiment=quickstart" in result.stdout.split("Pick one option")[0]
     assert "_schema" not in result.stdout

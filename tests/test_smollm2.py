@@ -4,7 +4,6 @@ loaded like any checkpoint, run end to end with every name lookup refused, and s
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from ao_calib.gguf_checkpoint import (
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.layout import unwrap
 from tests.conftest import PROJECT_ROOT
-from tests.test_first_hour import OFFLINE_VARIABLES, REFUSE_LOOKUPS, assert_ok
+from tests.tiny_runs import assert_ok, refusing_env
 
 pytestmark = pytest.mark.slow
 SMOLLM2_PARAMETERS = 134_515_008  # 30 layers, hidden size 576, embeddings tied to the output layer
@@ -97,10 +96,7 @@ def test_a_conversion_under_way_in_another_process_is_waited_for_not_repeated(sm
 
 def test_a_run_completes_offline_with_every_name_lookup_refused(smollm2_source, tmp_path):
     """The model's default source (auto): the hub is looked up once, refused, and the packaged copy is used."""
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(REFUSE_LOOKUPS)
-    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
-    env.update(PYTHONPATH=str(tmp_path / "site"), LOOKUP_LOG=str(tmp_path / "lookups.log"))
+    env = refusing_env(tmp_path)  # a fresh interpreter (not a forked run): its sitecustomize refuses the lookups
     run = tmp_path / "run"
     result = subprocess.run(
         # the function-calling preset on this model, cut to one warm-up and one GRPO step (its smoke)
