@@ -23,7 +23,7 @@ from ao_calib.gguf_checkpoint import (
 )
 from ao_calib.run_dir import RunDir
 from ao_calib.steering.layout import unwrap
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, run_cli
 from tests.tiny_runs import assert_ok, refusing_env
 
 pytestmark = pytest.mark.slow
@@ -145,13 +145,12 @@ def test_the_oracle_preset_reads_its_own_activations_under_three_conditions(smol
     three conditions each with a predictions file whose rows carry the fields anyone needs to recompute a figure,
     and the reading curve (the warm-up's evaluations under every condition)."""
     run = tmp_path / "oracle"
-    result = subprocess.run(
-        [sys.executable, "-m", "ao_calib.run", "experiment=oracle_smollm2", "warmup.max_steps=2",
-         "warmup.batch_size=2", "trainer.max_steps=1", "trainer.batch_size=1", "trainer.num_generations=2",
-         "trainer.max_completion_length=12", "eval.num_samples=4", "eval.every_steps=1", "eval.during_num_samples=2",
-         "task.data.generate.n_train_prompts=8", "task.data.generate.n_validation_prompts=2",
-         "task.data.generate.n_test_prompts=4", f"hydra.run.dir={run}"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    result = run_cli(  # forked from a process that has the libraries imported: the run's own imports are paid once
+        "ao_calib.run", "experiment=oracle_smollm2", "warmup.max_steps=2", "warmup.batch_size=2",
+        "trainer.max_steps=1", "trainer.batch_size=1", "trainer.num_generations=2", "trainer.max_completion_length=12",
+        "eval.num_samples=4", "eval.every_steps=1", "eval.during_num_samples=2", "task.data.generate.n_train_prompts=8",
+        "task.data.generate.n_validation_prompts=2", "task.data.generate.n_test_prompts=4", f"hydra.run.dir={run}",
+        timeout=900)
     assert_ok(result)
     rows = {condition: [json.loads(line) for line in (run / name).read_text().splitlines()]
             for condition, name in (("own", "eval_predictions.jsonl"),
