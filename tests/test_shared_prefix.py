@@ -179,7 +179,7 @@ def test_the_benchmark_times_every_side_on_the_tiny_model(capsys):
     from bench import shared_prefix
 
     table = shared_prefix.main(["--model", "tiny_qwen3", "--rounds", "1", "--prompts", "1", "--generations", "2",
-                                "--new-tokens", "8"])
+                                "--new-tokens", "4"])
     assert [row.split("|")[1].strip() for row in table[2:]] == [
         "fast_generation + shared_prefix", "ao_calib default", "plain TRL"]
     assert "round 1 shared" in capsys.readouterr().out
