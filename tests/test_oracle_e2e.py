@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -20,8 +21,10 @@ def test_a_validation_run_writes_the_raw_answer_probability_beside_the_number(tm
     from ao_calib.calibration.metrics import auroc
 
     out = tmp_path / "validation"
+    # one warm-up step and the own condition alone: what is checked here needs no more
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.data.generate.n_validation_prompts=8",
                      "task.data.eval_split=validation", "eval.initial=false", "trainer.max_steps=1",
+                     "warmup.max_steps=1", "task.eval_control=false", "task.eval_none=false",
                      f"hydra.run.dir={out}")
     assert_ok(result)
     final = json.loads((out / "eval.json").read_text())
@@ -42,7 +45,8 @@ def test_oracle_pipeline_run_directory(tmp_path):
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
                      f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
                      "task.classification.datasets=[geometry_of_truth,tense,sst2]",
-                     "task.data.generate.n_validation_prompts=10", f"hydra.run.dir={out}")
+                     "task.data.generate.n_validation_prompts=10", "warmup.max_steps=2",
+                     f"hydra.run.dir={out}")
     assert_ok(result)
     # The closing block: the table of every evaluation (per-example calibration columns included), then the files.
     closing = result.stdout[result.stdout.rindex("=" * 72, 0, result.stdout.rindex("=" * 72)):]
@@ -133,8 +137,9 @@ def test_oracle_pipeline_run_directory(tmp_path):
 
     # A second run (a sweep job, a rerun) reads every activation from the cache instead of the model.
     again = tmp_path / "again"
-    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer.max_steps=1", "warmup.max_steps=1",
-                      "eval.enabled=false", f"hydra.run.dir={again}"))
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "trainer.max_steps=1", "warmup.enabled=false",
+                      "trainer.num_generations=2", "trainer.max_completion_length=4", "eval.enabled=false",
+                      f"hydra.run.dir={again}"))
     texts, cached = map(int, re.search(r"activations: (\d+) texts, (\d+) cached",
                                        (again / "run.log").read_text()).groups())
     assert texts == cached > 0
@@ -172,49 +177,23 @@ def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
 
 def test_oracle_pipeline_on_the_gemma3_layout(tmp_path):
     out = tmp_path / "gemma"
+    # every stage once (warm-up, GRPO, evaluation with its conditions), each as short as it goes
     assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "model=tiny_gemma3", "trainer.max_steps=1",
-                      f"hydra.run.dir={out}"))
+                      "warmup.max_steps=1", "eval.initial=false", "eval.num_samples=2", f"hydra.run.dir={out}"))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "rewards/calibration/mean" in summary["final_metrics"]
 
 
-def test_oracle_grpo_with_the_litellm_judge_keeps_the_key_secret(tmp_path):
-    """GRPO scored by a real litellm judge against a local OpenAI-compatible server; the API key (from the
-    environment only) appears nowhere in the run directory."""
+SECRET = "sk-test-" + "9" * 32
+
+
+@pytest.fixture(scope="module")
+def wildchat_judged_run(tmp_path_factory):
+    """One GRPO run on WildChat-format questions (no reference answers) scored by a real litellm judge against a
+    local OpenAI-compatible server, the API key in the environment only; two tests below read it."""
     from ao_calib.judges.rule_server import JudgeServer
 
-    secret = "sk-test-" + "9" * 32
-    out = tmp_path / "judged"
-    with JudgeServer() as server:
-        result = run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=litellm", "judge.model=openai/test-judge",
-                         f"judge.api_base={server.api_base}", f"judge.cache_dir={tmp_path / 'judge_cache'}",
-                         "judge.backoff_s=0.01", "eval.enabled=false", f"hydra.run.dir={out}",
-                         env={"OPENAI_API_KEY": secret})
-        assert_ok(result)
-        assert server.stats.total > 0
-        assert set(server.stats.auth) == {f"Bearer {secret}"}  # the key went where it belongs, and only there
-    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
-    assert grpo[0]["judge/calls"] > 0 and "judge/latency_mean_s" in grpo[0]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["judge"]["judge/calls"] == server.stats.total
-    leaked = [p for p in out.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
-    assert leaked == [] and secret not in result.stdout + result.stderr
-
-
-def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tmp_path):
-    out = tmp_path / "local"
-    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=local", "judge.max_new_tokens=8",
-                      "eval.enabled=false", f"hydra.run.dir={out}"))
-    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
-    # The tiny random base model writes no score, so every judgment is masked rather than scored 0.
-    assert grpo and all(r["calibration/masked_fraction"] == 1.0 for r in grpo)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["judge"]["judge/calls"] == summary["judge"]["judge/failures"] > 0
-
-
-def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
-    from ao_calib.judges.rule_server import JudgeServer
-
+    tmp_path = tmp_path_factory.mktemp("wildchat_judged")
     topics = ["my Python code crashes", "a birthday cake recipe", "planning a trip to Rome", "learning guitar chords"]
     records = [{"wildchat_question": f"Hi! Can you help me with {t}? Thanks a lot.", "language": "english",
                 "oracle_questions": [f"Is this about {t.split()[-1]}?", "What is the main topic?"]} for t in topics]
@@ -222,20 +201,53 @@ def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(tmp_path):
     data.write_text(json.dumps(records))
     out = tmp_path / "wild"
     with JudgeServer() as server:
-        assert_ok(run_cli("ao_calib.run", "task=oracle", "model=tiny_qwen3", "trainer.max_steps=1",
-                          "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=8",
-                          "task.activations.k=3", "judge=litellm",
-                          "judge.model=openai/test-judge", f"judge.api_base={server.api_base}",
-                          f"judge.cache_dir={tmp_path / 'cache'}", f"task.data.path={data}",
-                          "task.data.test_fraction=0.25", "eval.num_samples=2", f"hydra.run.dir={out}"))
-        assert server.stats.total > 0
-    report = json.loads((out / "eval.json").read_text())
+        result = run_cli("ao_calib.run", "task=oracle", "model=tiny_qwen3", "trainer.max_steps=1",
+                         "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=8",
+                         "task.activations.k=3", "judge=litellm",
+                         "judge.model=openai/test-judge", f"judge.api_base={server.api_base}",
+                         f"judge.cache_dir={tmp_path / 'cache'}", "judge.backoff_s=0.01", f"task.data.path={data}",
+                         "task.data.test_fraction=0.25", "eval.num_samples=2", f"hydra.run.dir={out}",
+                         env={"OPENAI_API_KEY": SECRET})
+    return SimpleNamespace(tmp_path=tmp_path, data=data, out=out, result=result, stats=server.stats)
+
+
+def test_oracle_grpo_with_the_litellm_judge_keeps_the_key_secret(wildchat_judged_run):
+    """GRPO scored by a real litellm judge against a local OpenAI-compatible server; the API key (from the
+    environment only) appears nowhere in the run directory."""
+    run = wildchat_judged_run
+    assert_ok(run.result)
+    assert run.stats.total > 0
+    assert set(run.stats.auth) == {f"Bearer {SECRET}"}  # the key went where it belongs, and only there
+    grpo = [r for r in read_jsonl(run.out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
+    assert grpo[0]["judge/calls"] > 0 and "judge/latency_mean_s" in grpo[0]
+    summary = json.loads((run.out / "summary.json").read_text())
+    assert summary["judge"]["judge/calls"] == run.stats.total  # training's and evaluation's calls, every one
+    leaked = [p for p in run.out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaked == [] and SECRET not in run.result.stdout + run.result.stderr
+
+
+def test_grpo_on_wildchat_questions_scored_by_the_litellm_judge(wildchat_judged_run):
+    run = wildchat_judged_run
+    assert_ok(run.result)
+    assert run.stats.total > 0
+    report = json.loads((run.out / "eval.json").read_text())
     # No reference answers: the judge scores the held-out answers, and calibration is measured against it.
     m = report["metrics"]
     assert m["judge_failed"] == 0 and 0 <= m["informativeness"] <= 1 and {"auroc", "brier", "ece"} <= m.keys()
-    refused = run_cli("ao_calib.run", "experiment=oracle_tiny", f"task.data.path={data}",
-                      f"hydra.run.dir={tmp_path / 'refused'}")
+    refused = run_cli("ao_calib.run", "experiment=oracle_tiny", f"task.data.path={run.data}",
+                      f"hydra.run.dir={run.tmp_path / 'refused'}")
     assert refused.returncode == 2 and "no reference answers" in refused.stderr
+
+
+def test_local_judge_grades_with_the_base_model_and_masks_unparseable_replies(tmp_path):
+    out = tmp_path / "local"
+    assert_ok(run_cli("ao_calib.run", "experiment=oracle_tiny", "judge=local", "judge.max_new_tokens=8",
+                      "warmup.enabled=false", "trainer.max_steps=1", "eval.enabled=false", f"hydra.run.dir={out}"))
+    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "reward" in r]
+    # The tiny random base model writes no score, so every judgment is masked rather than scored 0.
+    assert grpo and all(r["calibration/masked_fraction"] == 1.0 for r in grpo)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge"]["judge/calls"] == summary["judge"]["judge/failures"] > 0
 
 
 @pytest.mark.slow
