@@ -354,7 +354,7 @@ def test_rollout_benchmark_runs_every_mode_and_the_step(capsys):
     """bench.rollout with the tiny shapes: the code a GPU run uses, end to end (its timings mean nothing here)."""
     from bench import rollout
 
-    rows = rollout.main(["--shrink", "--batches", "8", "--new-tokens", "4", "--rounds", "1", "--step-rounds", "1",
+    rows = rollout.main(["--shrink", "--batches", "4", "--new-tokens", "2", "--rounds", "1", "--step-rounds", "1",
                          "--steps", "1", "--rank", "8"])
     assert [row.split("|")[1].strip() for row in rows[:-1]] == list(rollout.MODES)
     assert "oracle GRPO step (fast generation)" in rows[-1]
