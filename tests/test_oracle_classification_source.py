@@ -3,6 +3,7 @@ confidence method of task.baselines_suite in every row, per-dataset figures, and
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 
@@ -95,18 +96,32 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
         assert (out / f"reliability_final_{group}.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classification_run, tmp_path):
+def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classification_run, tmp_path, caplog):
+    """Scored with the baselines of the run's own final evaluation; a statement of the validation split in the file
+    is left out of the Platt fit."""
+    from ao_calib.config import load_run_config
+
     out, _ = classification_run
+    task = build_task(load_run_config(out / "config.yaml"))
+    task._rows()
+    validation_statement = task._validation_rows[0]["prompt"]
     engels = tmp_path / "5_hist_fig_ismale.csv"
-    engels.write_text("prompt,prompt_len,target\nMarie Curie,3,0\nIsaac Newton,3,1\nAda Lovelace,3,0\n"
-                      "Alan Turing,3,1\n")
-    assert eval_command.main([f"run_dir={out}", "tag=engels", f"task.data.test_path={engels}"]) == 0
+    with engels.open("w", newline="") as f:
+        csv.writer(f).writerows([("prompt", "prompt_len", "target"), ("Marie Curie", 3, 0), ("Isaac Newton", 3, 1),
+                                 ("Ada Lovelace", 3, 0), ("Alan Turing", 3, 1), (validation_statement, 9, 1)])
+    with caplog.at_level("WARNING"):
+        assert eval_command.main([f"run_dir={out}", "tag=engels", f"task.data.test_path={engels}"]) == 0
     scored = read_jsonl(out / "eval_predictions_engels.jsonl")
-    assert len(scored) == 4 and {r["dataset"] for r in scored} == {"engels_hist_fig_ismale"}
+    assert len(scored) == 5 and {r["dataset"] for r in scored} == {"engels_hist_fig_ismale"}
     assert not any(r["in_distribution"] for r in scored)
-    assert len(read_jsonl(out / "eval_predictions_engels_control.jsonl")) == 4
+    assert len(read_jsonl(out / "eval_predictions_engels_control.jsonl")) == 5
     report = json.loads((out / "eval_engels.json").read_text())
     assert report["per_dataset"]["ood_datasets"] == ["engels_hist_fig_ismale"]
+    assert {"mode", "text_rule", "probe"} <= report["baselines"].keys()
+    assert all({"mode", "text_rule", "probe"} <= r["baselines"].keys() for r in scored)
+    assert f"1 of the {len(task._validation_rows)} validation rows are among the rows scored" in caplog.text
+    if "logprob_platt" in report["baselines"]:  # fitted unless every validation answer was right (or wrong)
+        assert report["baselines"]["logprob_platt"]["validation_rows_scored_too"] == 1
     # a malformed file is refused before any model loads, naming the file and the field
     (tmp_path / "bad").mkdir()
     bad = tmp_path / "bad" / "5_hist_fig_ismale.csv"

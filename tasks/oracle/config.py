@@ -252,11 +252,11 @@ class OracleTaskConfig(TaskConfig):
                               "(the `none` condition): no oracle can beat chance there, so a calibrated one states "
                               "about chance.")
     baselines_logprob_platt: bool = setting(
-        True, "At the final evaluation (generated data with a validation split): the oracle's own answer "
+        True, "At the final evaluation and ao_calib.eval's (data with a validation split): the oracle's own answer "
         "probability, Platt-scaled on the validation split, as baselines.logprob_platt in each predictions row and "
         "its AUROC/ECE in eval.json. A run scoring the validation split writes it raw (baselines.logprob).")
     baselines_suite: bool = setting(
-        False, "At the final evaluation, beside logprob(_platt): the bootstrap mode share, the warm-up's stated "
+        False, "At the final evaluation and ao_calib.eval's, beside logprob(_platt): the bootstrap mode share, the warm-up's stated "
         "number, the text-only rule and a linear probe in each own-condition row (baselines.*), with their figures "
         "per dataset in eval.json. Needs a validation split.")
     baselines_mode_k: int = setting(

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -549,7 +550,7 @@ class OracleTask(Task):
         from .confidence_baselines import per_dataset
 
         out = self._answer_probability_baseline(model, tokenizer, generate, run_dir, tag)
-        if tag == RunDir.FINAL and self.config.baselines_suite:
+        if scores_held_out_rows(tag) and self.config.baselines_suite:
             suite = self._baseline_suite(model, tokenizer, run_dir, tag)
             out = {**out, "baselines": {**out.get("baselines", {}), **suite}}
         figures = distributed.on_main(lambda: per_dataset(run_dir, tag, ("control", "none")))
@@ -601,7 +602,7 @@ class OracleTask(Task):
         """``task.baselines_logprob_platt`` at the final evaluation: Platt-scaled on a run scoring the test split (with
         a validation split to fit on), raw on a run scoring the validation split; nothing otherwise."""
         split = "test" if self.config.data.test_path else self.config.data.eval_split  # a file: not validation
-        if (tag != RunDir.FINAL or not self.config.baselines_logprob_platt
+        if (not scores_held_out_rows(tag) or not self.config.baselines_logprob_platt
                 or not (split == "validation" or (split == "test" and self._validation_rows))):
             return {}
         name = "logprob" if split == "validation" else "logprob_platt"
@@ -623,12 +624,19 @@ class OracleTask(Task):
 
         from .baselines import own_answer_probabilities
 
+        # a statement the evaluation scores (a held-out file may hold validation rows) is never fitted on
+        scored = {r["activation_id"] for r in self._test_rows}
+        fit_rows = [r for r in self._validation_rows if activation_id(r["prompt"]) not in scored]
+        if len(fit_rows) < len(self._validation_rows):
+            log.warning("baselines.logprob_platt: %d of the %d validation rows are among the rows scored; fitted on "
+                        "the other %d", len(self._validation_rows) - len(fit_rows), len(self._validation_rows),
+                        len(fit_rows))
+        if not fit_rows:
+            return {}
         # every process extracts (the disk cache makes it once) and generates its share; the main one scores
-        self._steering.store.update(self._extract({r["prompt"] for r in self._validation_rows}, tokenizer, model,
-                                                  self._layers))
+        self._steering.store.update(self._extract({r["prompt"] for r in fit_rows}, tokenizer, model, self._layers))
         rng = random.Random(self.data_seed + 1)
-        validation = pair_controls([self._oracle_row(r, self._steering.store, self._draw(rng))
-                                    for r in self._validation_rows])
+        validation = pair_controls([self._oracle_row(r, self._steering.store, self._draw(rng)) for r in fit_rows])
         completions = generate(validation, desc=f"{tag}/validation (Platt fit)")
 
         def fit_and_apply() -> dict:
@@ -652,6 +660,7 @@ class OracleTask(Task):
             report = {"auroc": auroc(platt, hits), "ece": expected_calibration_error(platt, hits),
                       "auroc_within_question": within_group_auroc(platt, hits, [r["question"] for r in records]),
                       "platt": {"a": fit.a, "b": fit.b}, "validation_rows": len(validation),
+                      "validation_rows_scored_too": len(self._validation_rows) - len(fit_rows),
                       "validation_accuracy": sum(correct) / len(correct)}
             print(f"[eval:{tag}] baseline: own-answer probability, Platt-scaled on {len(validation)} validation "
                   f"rows: AUROC {report['auroc']:.3f}, within-question AUROC {report['auroc_within_question']:.3f}, "
@@ -788,6 +797,15 @@ def _print_classification_table(tag: str, results: dict, skipped: dict) -> None:
                      f"{m['mce']:>8.3f}{m['brier']:>8.3f}")
     lines += [f"  {name:<18} skipped: {reason}" for name, reason in skipped.items()]
     print("\n".join(lines), flush=True)
+
+
+TRAINING_TAGS = re.compile(r"initial|warmup|(\w+_)?step\d+")  # the evaluations before, during and between stages
+
+
+def scores_held_out_rows(tag: str) -> bool:
+    """Whether an evaluation is one the baselines are computed beside: the run's final one, or one a saved run is
+    given (``python -m ao_calib.eval run_dir=RUN tag=NAME``), not those during training."""
+    return tag == RunDir.FINAL or not TRAINING_TAGS.fullmatch(tag)
 
 
 def activation_id(prompt: str) -> str:
