@@ -50,6 +50,10 @@ def offline_env(tmp_path_factory):
         "WANDB_MODE": "offline",
         "WANDB_SILENT": "true",
         "TOKENIZERS_PARALLELISM": "false",
+        # set here, before any import writes them (litellm's import, torch inductor's under peft or the Trainer):
+        # a variable written mid-session would restart the command server (tests/cli_zygote.py) at the next run
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
     }
     old = {k: os.environ.get(k) for k in patch}
     os.environ.update(patch)

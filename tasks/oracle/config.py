@@ -252,7 +252,7 @@ class OracleTaskConfig(TaskConfig):
                               "(the `none` condition): no oracle can beat chance there, so a calibrated one states "
                               "about chance.")
     baselines_logprob_platt: bool = setting(
-        True, "At the final evaluation and ao_calib.eval's (data with a validation split): the oracle's own answer "
+        True, "At the final evaluation and ao_calib.eval's (with a validation split): the oracle's own answer "
         "probability, Platt-scaled on the validation split, as baselines.logprob_platt in each predictions row and "
         "its AUROC/ECE in eval.json. A run scoring the validation split writes it raw (baselines.logprob).")
     baselines_suite: bool = setting(
