@@ -53,7 +53,8 @@ def tables(per_run: list[dict]) -> str:
         lines.append(f"| {name} | {gs[0]['n'].get('own', 0)} | " + " | ".join(cell([
             g["accuracy"].get(key) if g else None for g in gs]) for key in ("own", "none", "probe")) + " | "
             + cell([g["mean_stated_confidence"].get("none") if g else None for g in gs]) + " |")
-    lines += ["", "| group | method | mean conf | AUROC | AUROC within q | ECE | Brier |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| group | method | mean conf | AUROC | AUROC within q | ECE | Brier |",
+              "|---|---|---|---|---|---|---|"]
     for name in names:
         gs = [groups_of(f).get(name) for f in per_run]
         for method in gs[0]["methods"]:
@@ -111,7 +112,8 @@ def main() -> None:
     args = parser.parse_args()
     per_run = [dataset_figures(final_rows(run)) for run in args.runs]
     text = tables(per_run) + "\n\n| bar | figure (mean) | needs | held |\n|---|---|---|---|\n" + "\n".join(
-        f"| {name} | {value:+.3f} | {need} | {'yes' if held else '**no**'} |" for name, value, need, held in bars(per_run))
+        f"| {name} | {value:+.3f} | {need} | {'yes' if held else '**no**'} |"
+        for name, value, need, held in bars(per_run))
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")

@@ -256,9 +256,9 @@ class OracleTaskConfig(TaskConfig):
         "probability, Platt-scaled on the validation split, as baselines.logprob_platt in each predictions row and "
         "its AUROC/ECE in eval.json. A run scoring the validation split writes it raw (baselines.logprob).")
     baselines_suite: bool = setting(
-        False, "At the final evaluation and ao_calib.eval's, beside logprob(_platt): the bootstrap mode share, the warm-up's stated "
-        "number, the text-only rule and a linear probe in each own-condition row (baselines.*), with their figures "
-        "per dataset in eval.json. Needs a validation split.")
+        False, "At the final evaluation and ao_calib.eval's, beside logprob(_platt): the bootstrap mode share, the "
+        "warm-up's stated number, the text-only rule and a linear probe in each own-condition row (baselines.*), "
+        "with their figures per dataset in eval.json. Needs a validation split.")
     baselines_mode_k: int = setting(
         20, "baselines.mode: the exact expected mode share of this many answers sampled at temperature 1, from the "
         "next-token distribution after the oracle's own tag (the answer is its first token).", allowed=at_least(1))

@@ -599,8 +599,9 @@ class OracleTask(Task):
         return distributed.on_main(run)
 
     def _answer_probability_baseline(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        """``task.baselines_logprob_platt`` at the final evaluation: Platt-scaled on a run scoring the test split (with
-        a validation split to fit on), raw on a run scoring the validation split; nothing otherwise."""
+        """``task.baselines_logprob_platt`` beside a held-out evaluation (``scores_held_out_rows``): Platt-scaled on
+        a run scoring the test split (with a validation split to fit on), raw on a run scoring the validation split;
+        nothing otherwise."""
         split = "test" if self.config.data.test_path else self.config.data.eval_split  # a file: not validation
         if (not scores_held_out_rows(tag) or not self.config.baselines_logprob_platt
                 or not (split == "validation" or (split == "test" and self._validation_rows))):
