@@ -10,22 +10,18 @@ Each figure is the mean over the runs, with every run's own value beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from ao_calib.calibration.per_dataset import dataset_figures
 from ao_calib.run_dir import RunDir
+from ao_calib_tasks.oracle.confidence_baselines import condition_rows
 
 BASELINES = ("logprob", "logprob_platt", "mode", "warmup", "text_rule")  # the stated number must rank above each
 
 
 def final_rows(run: Path) -> list[dict]:
-    run_dir, rows = RunDir(run), []
-    for variant in (None, "control", "none"):
-        path = run_dir.predictions("final", variant)
-        if path.is_file():
-            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = condition_rows(RunDir(run), RunDir.FINAL, ("control", "none"))
     if not rows:
         raise SystemExit(f"{run}: no final prediction rows")
     return rows

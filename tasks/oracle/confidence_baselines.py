@@ -191,17 +191,23 @@ def text_rule(records: list[dict]) -> list[float]:
                            [f"{r.get('dataset', r.get('kind'))}\x1f{r['question']}" for r in records]).tolist()
 
 
+def condition_rows(run_dir: RunDir, tag: str, conditions: tuple[str, ...]) -> list[dict]:
+    """The rows of the tag's predictions files: its own condition's, then each of ``conditions``' that exists."""
+    rows = []
+    for variant in (None, *conditions):
+        path = run_dir.predictions(tag, variant)
+        if path.is_file():
+            rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
 def per_dataset(run_dir: RunDir, tag: str, conditions: tuple[str, ...]) -> dict | None:
     """Every method's figures per dataset and pooled (``dataset_figures``) over the tag's predictions files of every
     condition, printed as ``figures_table``, with a reliability diagram per pooled group; None when the rows carry
     no ``dataset``."""
     from ao_calib.reporting.plot import plot_pooled_reliability
 
-    rows = []
-    for variant in ("main", *conditions):
-        path = run_dir.predictions(tag, None if variant == "main" else variant)
-        if path.is_file():
-            rows += [json.loads(line) for line in path.read_text().splitlines()]
+    rows = condition_rows(run_dir, tag, conditions)
     if not rows or any("dataset" not in r for r in rows):
         return None
     for row in rows:
