@@ -19,11 +19,11 @@ from typing import Optional
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ao_calib.commands import Command
-from ao_calib.config import ConfidenceDecoding, EvalConfig
-from ao_calib.errors import AOCalibError
-from ao_calib.run_dir import RunDir
-from ao_calib.settings import ALLOWED, Checked, setting
+from ao_calib.config.command_options import Command
+from ao_calib.config.schema import ConfidenceDecoding, EvalConfig
+from ao_calib.core.errors import AOCalibError
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.core.settings import ALLOWED, Checked, setting
 
 
 def run_setting(name: str, help_text: str):
@@ -88,7 +88,7 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
     ``task.data.test_path=DIR``). A key the run's task config does not have, or a ``*_path`` naming nothing, is
     refused by name, and the task's schema checks the result, before any model loads. Returns the overrides
     applied."""
-    from ao_calib.config import validate_plugins
+    from ao_calib.config.compose import validate_plugins
 
     overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
     for override in overrides:
@@ -125,7 +125,7 @@ def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:
 def run_eval_settings(cfg) -> EvalConfig:
     """The run's ``eval.*`` settings, typed: a key its saved config lacks (a run of an older version) takes the
     schema's default, and a key the schema no longer has is left out."""
-    from ao_calib.config import typed
+    from ao_calib.config.compose import typed
 
     known = [f.name for f in dataclasses.fields(EvalConfig) if f.name in cfg.eval]
     try:
@@ -136,9 +136,10 @@ def run_eval_settings(cfg) -> EvalConfig:
 
 def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``. Everything is checked before the model loads."""
-    from ao_calib import models
+    from ao_calib.models import loading as models
     from ao_calib.calibration.decoding import expected_number_plan
-    from ao_calib.config import eval_max_new_tokens, load_run_config, refuse_expected_number_when_sampled
+    from ao_calib.config.checks import eval_max_new_tokens, refuse_expected_number_when_sampled
+    from ao_calib.config.compose import load_run_config
     from ao_calib.evaluation import evaluate
     from ao_calib.task_api import build_task
 

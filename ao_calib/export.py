@@ -22,11 +22,11 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from ao_calib.commands import Command
-from ao_calib.errors import AOCalibError
-from ao_calib.offline import env_flag
-from ao_calib.run_dir import RunDir, read_json
-from ao_calib.settings import Checked, setting
+from ao_calib.config.command_options import Command
+from ao_calib.core.errors import AOCalibError
+from ao_calib.runtime.offline import env_flag
+from ao_calib.runs.run_dir import RunDir, read_json
+from ao_calib.core.settings import Checked, setting
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
@@ -61,7 +61,7 @@ def parse_args(argv: list[str]) -> ExportArgs:
 
 def export(args: ExportArgs) -> Path:
     """Writes the export and returns its folder. Checks everything it can before loading a model."""
-    from ao_calib.config import load_run_config
+    from ao_calib.config.compose import load_run_config
 
     token = hub_token(args.push_to_hub) if args.push_to_hub else None
     run_dir = RunDir(args.run_dir)
@@ -74,7 +74,7 @@ def export(args: ExportArgs) -> Path:
     if out.exists() and any(out.iterdir()):
         raise AOCalibError(f"out={out} exists and is not empty; choose another out=")
     cfg = load_run_config(run_dir.config)
-    from ao_calib import models
+    from ao_calib.models import loading as models
 
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(str(adapter) if (adapter / "tokenizer_config.json").is_file() else source,

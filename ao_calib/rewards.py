@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 # TRL's reward-function signature: (prompts, completions, **dataset columns) -> one score per completion, None
 # where the sample is masked (e.g. a failed judgment).

@@ -16,17 +16,20 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib import cli_help  # registers the resolver --help lists groups with; answers --help <key>
-from ao_calib import distributed, sharding
-from ao_calib.config import (check_combinations, check_values, eval_max_new_tokens, eval_token_budget,
-                             register_schemas, run_stages, unknown_keys, validate_plugins)
-from ao_calib.completion_budget import references_over_budget
-from ao_calib.errors import AOCalibError
-from ao_calib.offline import keep_offline, private_temp_dir
-from ao_calib.io import atomic_write_text
-from ao_calib.preflight import check_recipe_choices
-from ao_calib.interrupts import RunInterrupted, SignalWatch
-from ao_calib.run_dir import WARMUP, RunDir, StartPoint, read_json, start_point
+from ao_calib.config import (
+    help_text as cli_help,  # registers the resolver --help lists groups with; answers --help <key>
+)
+from ao_calib.config.checks import check_combinations, eval_max_new_tokens, eval_token_budget, run_stages
+from ao_calib.config.compose import check_values, register_schemas, unknown_keys, validate_plugins
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.io import atomic_write_text
+from ao_calib.preflight.references import references_over_budget
+from ao_calib.preflight.resources import check_recipe_choices
+from ao_calib.runs.checkpoints import StartPoint, start_point
+from ao_calib.runs.run_dir import WARMUP, RunDir, read_json
+from ao_calib.runtime import distributed, sharding
+from ao_calib.runtime.interrupts import RunInterrupted, SignalWatch
+from ao_calib.runtime.offline import keep_offline, private_temp_dir
 
 log = logging.getLogger("ao_calib")
 # transformers 5 renamed gradient checkpointing; TRL 1.16 still sets the old name on every config and model.
@@ -38,12 +41,12 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     picks up (its logs cut back to the checkpoint's step, its finished stages not repeated)."""
     from transformers import set_seed
 
-    from ao_calib import models
     from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.evaluation import evaluate
     from ao_calib.evaluation.selection import StageSelection, check_metric_name, on_split
-    from ao_calib.prompt_guard import guard_prompts
-    from ao_calib.preflight import check_resources
+    from ao_calib.models import loading as models
+    from ao_calib.preflight.prompts import guard_prompts
+    from ao_calib.preflight.resources import check_resources
     from ao_calib.reporting import summary as run_summary
     from ao_calib.reporting import wandb as run_wandb
     from ao_calib.rewards import build_reward_schedule
@@ -229,10 +232,10 @@ def _selections(cfg: DictConfig, run_dir: RunDir) -> dict[str, dict]:
 
 
 def _check_calibration_regression(cfg: DictConfig, run_dir: RunDir, step: int) -> None:
-    """Records the end-of-run alert ``calibration_regressed`` (ao_calib.calibration.alerts) once per run, resumes
+    """Records the end-of-run alert ``calibration_regressed`` (ao_calib.monitoring.end_of_run) once per run, resumes
     included, when the run evaluated its warm-up and the main stage's confidence is worse on the same rows."""
-    from ao_calib.calibration.alerts import calibration_regression
-    from ao_calib.trainers.alerts import record_alert
+    from ao_calib.monitoring.callback import record_alert
+    from ao_calib.monitoring.end_of_run import calibration_regression
 
     before, after = run_dir.eval_report(WARMUP), run_dir.eval_report()
     if not (before.is_file() and after.is_file()) or "calibration_regressed" in run_dir.fired_alerts():
@@ -245,7 +248,7 @@ def _check_calibration_regression(cfg: DictConfig, run_dir: RunDir, step: int) -
 
 
 def _last_train_row(run_dir: RunDir, stage: str = "train") -> dict:
-    from ao_calib.run_dir import read_metrics
+    from ao_calib.runs.records import read_metrics
 
     rows = [r for r in read_metrics(run_dir) if r.get("stage", "train") == stage]
     return rows[-1] if rows else {}
@@ -268,8 +271,8 @@ def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -
     """Failure-mode alerts for stages that sample their own completions (not SFT)."""
     if stage.name == "sft":
         return []
-    from ao_calib.calibration.alerts import calibration_alerts
-    from ao_calib.trainers.alerts import AlertCallback, JudgeOutageCallback, training_alerts
+    from ao_calib.monitoring.callback import AlertCallback, JudgeOutageCallback, training_alerts
+    from ao_calib.monitoring.end_of_run import calibration_alerts
 
     return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience,
                           record_to=run_dir.alerts),

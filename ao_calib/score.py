@@ -16,10 +16,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ao_calib.commands import Command
-from ao_calib.errors import AOCalibError
-from ao_calib.io import read_jsonl
-from ao_calib.settings import Checked, setting
+from ao_calib.config.command_options import Command
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.io import read_jsonl
+from ao_calib.core.settings import Checked, setting
 
 
 @dataclass
@@ -49,7 +49,7 @@ COMMAND = Command(
 
 def compose(overrides: list[str]):
     """The run config the task is built from; an override the config refuses is named."""
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     try:
         return compose_run_config(overrides)

@@ -2,7 +2,7 @@
 
 A task is a plug-in. Its config file (``conf/task/<name>.yaml``, in this repository or in any package on
 Hydra's search path) names its class by ``_target_``; the class names its config schema by ``config_class``
-(a dataclass extending ``ao_calib.config.TaskConfig``). The framework never imports a task by name.
+(a dataclass extending ``ao_calib.config.plugins.TaskConfig``). The framework never imports a task by name.
 
 The runner converts the composed config once (``build_task``): a task receives its own typed settings and a
 ``TaskContext`` of the few run facts it reads (the model's settings, the run's seed, the cache, the reward
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ao_calib.calibration.contract import scored_confidence
-from ao_calib.config import EvalConfig, TaskConfig, plugin_class
-from ao_calib.errors import AOCalibError
+from ao_calib.config.schema import EvalConfig
+from ao_calib.config.plugins import TaskConfig, plugin_class
+from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFn
-from ao_calib.run_dir import RunDir
-from ao_calib.settings import default_of
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.core.settings import default_of
 
 
 @dataclass
@@ -44,7 +45,7 @@ class TaskData:
 
 @dataclass(frozen=True)
 class TaskRequirements:
-    """What a task needs before the model loads, checked then (``ao_calib.preflight``)."""
+    """What a task needs before the model loads, checked then (``ao_calib.preflight.resources``)."""
 
     adapter: str | None = None  # a pretrained adapter the run starts from (hub id or path)
     hub_datasets: tuple[str, ...] = ()  # hub data sets build_data will download
@@ -54,7 +55,7 @@ class TaskRequirements:
 class TaskContext:
     """The run's facts a task may read besides its own settings, converted once from the composed config."""
 
-    model: Any  # ao_calib.config.ModelConfig: the base model's settings (layout, chat template options, ...)
+    model: Any  # ao_calib.config.schema.ModelConfig: the base model's settings (layout, chat template options, ...)
     seed: int  # trainer.seed: the run's one seed, for whatever a task draws unless a task key sets its own
     cache_dir: str  # paths.cache_dir: rebuildable artefacts (generated data, activations)
     reward_names: frozenset[str] = frozenset()  # every reward component the run's mix weighs, in any phase
@@ -73,7 +74,9 @@ class TaskContext:
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
-        from ao_calib.config import ModelConfig, run_stages, typed
+        from ao_calib.config.schema import ModelConfig
+        from ao_calib.config.checks import run_stages
+        from ao_calib.config.compose import typed
         from ao_calib.trainers.config import LoraOverrideConfig
 
         reward = cfg.get("reward")
@@ -183,7 +186,7 @@ class Task(ABC):
         """7. Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
         task's steering. Returns a JSON-able dict stored in eval.json under its keys. In a multi-process run every
         process calls it (``generate`` splits the rows over them and returns all completions to each), so it must
-        write files and call a judge on the main process only (``ao_calib.distributed.is_main``/``on_main``)."""
+        write files and call a judge on the main process only (``ao_calib.runtime.distributed.is_main``/``on_main``)."""
         return {}
 
     def metric_names(self) -> frozenset[str]:
@@ -206,7 +209,7 @@ class Task(ABC):
 
     def score_row(self, row: dict, source: str, index: int, line_no: int) -> dict:
         """``python -m ao_calib.score``: validates one row of someone's completions (raising
-        ``ao_calib.errors.DataValidationError`` naming ``source``, the line and the field) and returns the
+        ``ao_calib.core.errors.DataValidationError`` naming ``source``, the line and the field) and returns the
         fields its output row adds: ``valid`` (bool) and the reward components."""
         raise AOCalibError(f"task={self.name} does not score external completions (no score_row)")
 

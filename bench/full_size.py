@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ao_calib.config import TinyModelConfig
+from ao_calib.config.schema import TinyModelConfig
 from bench.grpo_setup import GRPOBench
 from bench.report import device_name, update_benchmarks
 
@@ -54,7 +54,7 @@ def shape_and_overrides(model: str, args) -> tuple[TinyModelConfig, list[str]]:
     """The random model's shape and the config overrides that describe it."""
     if args.shrink:
         overrides = [f"model={TINY[model]}"]
-        from ao_calib.config import compose_run_config
+        from ao_calib.config.compose import compose_run_config
 
         tiny = compose_run_config(overrides).model.tiny
         shape = TinyModelConfig(**tiny)

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ao_calib.calibration.metrics import auroc
-from ao_calib.io import read_jsonl
+from ao_calib.core.io import read_jsonl
 
 
 @dataclass(frozen=True)

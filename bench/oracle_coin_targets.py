@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ao_calib.calibration.contract import number_tokens
-from ao_calib.settings import plain
+from ao_calib.core.settings import plain
 from ao_calib.trainers import calibration_loss
 from bench.oracle_reading_loop import oracle_and_data, steered_pass
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ao_calib.calibration.metrics import auroc
-from ao_calib.settings import plain
+from ao_calib.core.settings import plain
 from bench.oracle_reading_loop import oracle_and_data, steered_pass
 
 TAG_OPENING = "[epistemic status: "

@@ -5,7 +5,7 @@ Modes, each through the steered oracle trainer's own ``_generate_single_turn`` o
 
 * ``trl``: TRL 1.16's default (``generate`` on the unmerged peft model in train mode, compilation disabled);
 * ``trl_eval``: the same in eval mode (no dropout);
-* ``fast_unmerged``: ``ao_calib.trainers.fast_generation`` on the unmerged adapter (``generation_merged_copy=false``);
+* ``fast_unmerged``: ``ao_calib.models.fast_generation`` on the unmerged adapter (``generation_merged_copy=false``);
 * ``fast_base``: the fast path as it was at ``--baseline`` (a git revision; its ``fast_generation.py`` is imported
   from git and generates from the same merged copy), to measure a change to the path against it;
 * ``fast``: the fast path (merged copy; on CUDA a static KV cache and a compiled decode step).
@@ -48,7 +48,7 @@ MODES = ("trl", "trl_eval", "fast_unmerged", "fast_base", "fast")
 SMOLLM2_MODES = ("trl", "fast_base", "fast")
 GROUP = 4  # completions per prompt: batch 32 is 8 prompts x 4, batch 128 is 32 x 4
 BASELINE = "4c909c2"  # the fast path before one prefill per prompt with the static cache and the sparse stop check
-FAST_GENERATION = "ao_calib/trainers/fast_generation.py"
+FAST_GENERATION = "ao_calib/models/fast_generation.py"
 # The experiments --smollm2 takes its prompts and sampling settings from, with a handful of rows each.
 SMOLLM2_TASKS = {
     "oracle": ["experiment=oracle_smollm2", "task.data.generate.n_train_prompts=8",
@@ -79,7 +79,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def baseline_module(revision: str) -> ModuleType:
-    """``ao_calib.trainers.fast_generation`` as it was at ``revision`` (read from git), imported under its own name
+    """``ao_calib.models.fast_generation`` as it was at ``revision`` (read from git), imported under its own name
     next to today's."""
     try:
         source = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{FAST_GENERATION}"], check=True,

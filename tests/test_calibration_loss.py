@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ao_calib.calibration.contract import first_digit_values, number_tokens
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.config import ConfidenceLoss, SFTTrainerConfig
 from ao_calib.trainers.sft import tokenize_pairs
@@ -42,7 +42,7 @@ def test_the_expected_penalty_is_the_hand_computed_sum():
 
 
 def test_numbers_sharing_a_first_digit_are_refused_at_start_up_by_key():
-    from ao_calib.config import check_confidence_loss
+    from ao_calib.config.checks import check_confidence_loss
 
     base = ["experiment=oracle_smollm2", "warmup.confidence_loss=calibration"]
     check_confidence_loss(compose_run_config(base))  # the preset's numbers (0, 20, 30, ..., 100): distinct first digits
@@ -142,8 +142,8 @@ def test_on_a_drawn_label_the_term_takes_the_mean_probability_of_the_answers_it_
     """On SmolLM2's own weights: for a row that names the answers its label was drawn from, c is the mean of
     their probabilities at the answer's first position (whichever the label is), not the label's probability;
     a row that names none keeps the label's. The collator pads the rows' answer lists with -1."""
-    from ao_calib import models
-    from ao_calib.config import compose_run_config as compose
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config as compose
     from ao_calib.trainers.common import BackboneStates
     from ao_calib.trainers.sft import IndexColumns
 
@@ -177,8 +177,8 @@ def test_an_sft_stage_trains_with_the_term_which_reads_the_model_and_moves_the_n
     tokens' probabilities), and a few gradient steps on the term alone lower it and bring the number the rows state
     on average closer to that probability (which is read again after each step: it carries no gradient, and the
     answer's tokens move only with the weights they share with the number)."""
-    from ao_calib import models
-    from ao_calib.run_dir import RunDir
+    from ao_calib.models import loading as models
+    from ao_calib.runs.run_dir import RunDir
     from ao_calib.task_api import TaskData
     from ao_calib.trainers.common import BackboneStates, TrainerSetup
     from ao_calib.trainers.sft import build_sft_trainer

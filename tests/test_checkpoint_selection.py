@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib.evaluation.selection import StageSelection, lower_is_better
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from tests.conftest import run_cli
 
 FILES = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.errors import AOCalibError, DataValidationError
+from ao_calib.core.errors import AOCalibError, DataValidationError
 from ao_calib_tasks.oracle import classification as cls
 from ao_calib_tasks.oracle.classification import (
     DATASETS,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.errors import DataValidationError, MissingDataFileError
+from ao_calib.core.errors import DataValidationError, MissingDataFileError
 from ao_calib_tasks.oracle import classification as cls
 from ao_calib_tasks.oracle.classification import (
     ENGELS_DATASETS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.errors import DataValidationError
+from ao_calib.core.errors import DataValidationError
 from ao_calib_tasks.oracle.classification import OOD_SPLIT, SPLITS, load_classification, split_by_prompt
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "ao_classification"

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from ao_calib.eval import main as eval_main
 from ao_calib.export import main as export_main
 from ao_calib.reporting.plot import main as plot_main
 from ao_calib.reporting.report import main as report_main
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.score import main as score_main
 from tests.conftest import run_cli
 from tests.test_report import _make_run, _steps

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ao_calib.settings import HELP
+from ao_calib.core.settings import HELP
 from tests.conftest import CONF_DIR, PROJECT_ROOT
 from tests.test_config import options
 from tests.test_settings import every_registered_schema

@@ -7,8 +7,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from ao_calib.config import Config, unknown_keys, validate_plugins
-from ao_calib.preflight import RECIPE_GROUPS
+from ao_calib.config.schema import Config
+from ao_calib.config.compose import unknown_keys, validate_plugins
+from ao_calib.preflight.resources import RECIPE_GROUPS
 from tests.conftest import CONF_DIR, run_cli
 
 GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
@@ -93,7 +94,7 @@ def test_a_plugin_without_registered_schema_is_typed_by_its_class(tmp_path):
     checks: ``validate_plugins`` applies the class's ``config_class`` after composition."""
     from omegaconf import OmegaConf
 
-    from ao_calib.config import validate_plugins
+    from ao_calib.config.compose import validate_plugins
 
     cfg = OmegaConf.create({"task": {"_target_": "ao_calib_tasks.oracle.task.OracleTask", "name": "oracle",
                                      "activations": {"k": 3}}})

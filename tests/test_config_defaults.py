@@ -8,7 +8,7 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from ao_calib.config import plugin_class
+from ao_calib.config.plugins import plugin_class
 from tests.conftest import CONF_DIR
 from tests.test_config import composed, options
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFunctionError, build_reward_schedule
 from tests.conftest import run_cli
 

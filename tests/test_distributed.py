@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib import distributed
-from ao_calib.errors import RemoteError
-from ao_calib.run_dir import RunDir
+from ao_calib.runtime import distributed
+from ao_calib.core.errors import RemoteError
+from ao_calib.runs.run_dir import RunDir
 from tests.conftest import PROJECT_ROOT, run_cli
 
 # After a few steps the two runs' held-out numbers may differ only by what different sampled completions (each
@@ -140,7 +140,7 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
 
 # What the two processes' work imports: loaded once by the fork server that starts them, not by every process.
 FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "transformers", "peft", "safetensors",
-                      "ao_calib.config", "ao_calib.models", "ao_calib.sharding", "ao_calib.steering",
+                      "ao_calib.config", "ao_calib.models.loading", "ao_calib.runtime.sharding", "ao_calib.steering",
                       "ao_calib.steering.activations", "ao_calib.evaluation.generation", "tests.test_distributed"]
 
 
@@ -277,8 +277,8 @@ def _fsdp2_step(rank: int, port: int, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.steering import steer
     from ao_calib.steering.layout import get_decoder_layers
 
@@ -319,8 +319,8 @@ def test_fsdp2_shards_the_tiny_model_and_a_steered_step_matches_one_process(tmp_
     """accelerate turns FSDP on for GPUs only (on CPU its processes are plain MULTI_CPU), so this applies torch's
     FSDP2 (``fully_shard``, what conf/accelerate/fsdp2.yaml selects) directly, on gloo: each process holds half of
     the parameters, and a steered forward/backward gives the unsharded loss and LoRA gradients."""
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it
@@ -356,8 +356,8 @@ def _extraction_and_generation(model, tokenizer, cache_root: Path | None = None,
 def _tiny_lora_model():
     import torch
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     torch.manual_seed(0)  # the same LoRA initialisation in every process
@@ -375,7 +375,7 @@ def _sharded_extraction_and_evaluation(rank: int, port: int, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    from ao_calib import sharding
+    from ao_calib.runtime import sharding
     from ao_calib.steering.activations import ExtractionStats
     from ao_calib.steering.layout import get_decoder_layers
 

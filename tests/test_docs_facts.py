@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from tests.conftest import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"

@@ -9,10 +9,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ao_calib import models
-from ao_calib.config import compose_run_config
+from ao_calib.models import loading as models
+from ao_calib.config.compose import compose_run_config
 from ao_calib.export import main
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def _logits(model, tokenizer):
 
 
 def _reference(run_dir):
-    from ao_calib.config import load_run_config
+    from ao_calib.config.compose import load_run_config
 
     cfg = load_run_config(RunDir(run_dir).config)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)

@@ -12,14 +12,13 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ao_calib.errors import AOCalibError
-from ao_calib.settings import default_of
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.settings import default_of
 from ao_calib.steering import SteeringBatch, steer
-from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.config import OnlineTrainerConfig
-from ao_calib.trainers.fast_generation import (FastGenerator, MergedCopy, Sampling, first_row_of_each_group,
-                                               shared_prompts)
+from ao_calib.models.fast_generation import FastGenerator, MergedCopy, Sampling, first_row_of_each_group, shared_prompts
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
 
 from test_oracle_grpo import build_setup
@@ -170,7 +169,7 @@ def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_we
 
 
 def test_a_greedy_member_without_the_fast_path_is_refused_at_start_up():
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     base = ["experiment=function_call_tiny", "trainer.greedy_member=true"]
     with pytest.raises(AOCalibError, match=r"trainer.greedy_member=true cannot run with trainer.fast_generation=false"):
@@ -214,7 +213,7 @@ def test_evaluations_generate_from_the_one_merged_copy_and_write_what_the_adapte
     """Evaluation generates from the merged copy the rollouts use (one per model, refreshed at each use, never in
     a state dict), and greedy completions equal the unmerged adapter's (float32)."""
     from ao_calib.evaluation.generation import generate_completions
-    from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
+    from ao_calib.models.fast_generation import generation_copy_refusal, merged_copy_of
 
     path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -424,7 +423,7 @@ def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offlin
     assert generator.compiles == 2  # a new batch size: one recompile
 
     tokenizer, gemma = tiny_merged("gemma3", offline_env)
-    from ao_calib.trainers.fast_generation import has_sliding_window
+    from ao_calib.models.fast_generation import has_sliding_window
 
     assert has_sliding_window(gemma.config) and not has_sliding_window(model.config)
     torch._dynamo.reset()
@@ -484,7 +483,8 @@ def test_finished_rows_are_checked_every_k_tokens_and_the_completions_stay_the_s
 
 
 def test_the_stop_check_interval_is_a_trainer_setting_checked_at_start_up():
-    from ao_calib.config import check_values, compose_run_config
+    from ao_calib.config.compose import check_values
+    from ao_calib.config.compose import compose_run_config
 
     with pytest.raises(AOCalibError, match=r"trainer.fast_generation_stop_check_every=0: out of range"):
         check_values(compose_run_config(["experiment=function_call_tiny",
@@ -494,7 +494,7 @@ def test_the_stop_check_interval_is_a_trainer_setting_checked_at_start_up():
 
 
 def test_fast_generation_on_a_quantized_model_is_refused_at_start_up():
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     with pytest.raises(AOCalibError, match=r"trainer.fast_generation=true cannot run with model.quantization=4bit"):
         compose_run_config(["experiment=function_call_tiny", "model.quantization=4bit", "trainer.fast_generation=true"])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.reporting.plot import global_steps, plot_run, run_title
-from ao_calib.run_dir import RunDir, SweepFiles
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.runs.records import SweepFiles
 from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
 from tests.tiny_runs import assert_ok, copy_run, help_page, offline_function_call_run
 
@@ -136,7 +137,8 @@ def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, 
 def test_a_presets_warmup_can_be_dropped_to_start_from_a_saved_one():
     """warmup.enabled=false: only the main stage runs (e.g. GRPO from trainer.init_from=<a warm-up checkpoint>),
     and the task is told no SFT stage runs."""
-    from ao_calib.config import compose_run_config, run_stages
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.config.checks import run_stages
     from ao_calib.task_api import TaskContext
 
     kept = compose_run_config(["experiment=oracle_smollm2"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.errors import DataValidationError
+from ao_calib.core.errors import DataValidationError
 from ao_calib_tasks.function_call.data import load_dataset, load_rows
 from ao_calib_tasks.function_call.generate import (
     SYSTEM,
@@ -222,7 +222,7 @@ def test_cli_writes_both_splits(tmp_path):
 
 def test_task_rows_carry_the_expected_calls_as_the_warmup_completion(tmp_path):
     # warmup=sft trains on the `completion` column: the default output format's expected calls
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "warmup=sft", "task.data.generate.n_train=4",
@@ -237,7 +237,7 @@ def test_task_rows_carry_the_expected_calls_as_the_warmup_completion(tmp_path):
 def test_trainer_seed_alone_draws_other_generated_data_unless_the_generator_seed_is_set(tmp_path, task):
     """One seed key (trainer.seed) changes every random choice of a run, the generated rows and splits included;
     task.data.generate.seed, where set, wins."""
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     name, extra = ("function_call", ["task.data.format=bfcl"]) if task == "function_call_bfcl" else (task, [])

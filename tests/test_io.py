@@ -1,8 +1,8 @@
-"""ao_calib.io's JSON-lines writer."""
+"""ao_calib.core.io's JSON-lines writer."""
 
 import json
 
-from ao_calib.io import write_jsonl
+from ao_calib.core.io import write_jsonl
 
 
 def test_write_jsonl_replaces_the_file_with_one_json_line_per_record(tmp_path):

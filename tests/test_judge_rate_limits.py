@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.litellm_judge import LiteLLMJudge, RateLimiter

@@ -91,7 +91,7 @@ def test_the_slurm_fsdp2_preset_exports_what_accelerate_sets_for_our_fsdp2_confi
     from accelerate.utils.launch import prepare_multi_gpu_env
     from hydra import compose, initialize_config_dir
 
-    from ao_calib.config import register_schemas
+    from ao_calib.config.compose import register_schemas
 
     register_schemas()  # the schemas the config files build on
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -10,7 +10,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 from trl.trainer.utils import add_fused_lm_head
 
-from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers.lm_head import install_full_logits, uses_full_logits
 
 TEMPERATURE = 0.8

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from ao_calib.config import compose_run_config
+from ao_calib.config.compose import compose_run_config
 
-from ao_calib import models
-from ao_calib.errors import ResourceUnavailableError
+from ao_calib.models import loading as models
+from ao_calib.core.errors import ResourceUnavailableError
 
 
 def model_cfg(*overrides):
@@ -77,7 +77,7 @@ def test_missing_gpu_is_reported_before_any_download(monkeypatch):
 def test_the_model_config_can_replace_the_chat_template_and_names_options_the_template_never_reads(caplog):
     cfg = model_cfg("model=tiny_gemma3", "+model.chat_template_kwargs.enable_thinking=false")
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
-    with caplog.at_level("WARNING", logger="ao_calib.models"):
+    with caplog.at_level("WARNING", logger="ao_calib.models.loading"):
         tokenizer = models.load_tokenizer(source, cfg.model)
     assert "never reads enable_thinking" in caplog.text  # Gemma 3's template has no thinking mode
     assert "enable_thinking" not in model_cfg("model=tiny_gemma3").model.chat_template_kwargs

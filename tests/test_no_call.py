@@ -18,11 +18,11 @@ from ao_calib_tasks.function_call.no_call import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ao_calib.config import compose_run_config
+from ao_calib.config.compose import compose_run_config
 from ao_calib.evaluation.evaluate import evaluate
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
-from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
 FIXTURE = Path(__file__).parent / "data" / "bfcl"
 BFCL = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",

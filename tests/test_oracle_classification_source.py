@@ -11,8 +11,8 @@ import pytest
 
 from ao_calib import eval as eval_command
 from ao_calib.calibration.per_dataset import dataset_figures
-from ao_calib.config import compose_run_config
-from ao_calib.errors import DataValidationError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import DataValidationError
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.classification import is_engels
 from tests.conftest import run_cli
@@ -73,7 +73,7 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
     own = read_jsonl(out / "eval_predictions.jsonl")
     rows = own + read_jsonl(out / "eval_predictions_control.jsonl") + read_jsonl(out / "eval_predictions_none.jsonl")
     expected = set(SUITE) | ({"logprob_platt"} if "logprob_platt" in final["baselines"] else set())
-    from ao_calib.config import load_run_config
+    from ao_calib.config.compose import load_run_config
 
     assert len(own) == len(build_task(load_run_config(out / "config.yaml"))._rows()[1])  # every test row
     for row in own:
@@ -99,7 +99,7 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
 def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classification_run, tmp_path, caplog):
     """Scored with the baselines of the run's own final evaluation; a statement of the validation split in the file
     is left out of the Platt fit."""
-    from ao_calib.config import load_run_config
+    from ao_calib.config.compose import load_run_config
 
     out, _ = classification_run
     task = build_task(load_run_config(out / "config.yaml"))

@@ -153,10 +153,10 @@ def test_unknown_judge_for_oracle_is_a_clear_error(tmp_path):
 def test_pretrained_oracle_adapter_loads_from_a_local_path_and_trains(tmp_path):
     """model.ao_lora_id takes a hub id or a local path; here the adapter a previous run saved."""
     import torch
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from safetensors.torch import load_file
 
-    from ao_calib import models
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     first = tmp_path / "first"

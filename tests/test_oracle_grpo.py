@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import trl.trainer.grpo_trainer as grpo_module
-from ao_calib import models
-from ao_calib.config import compose_run_config
+from ao_calib.models import loading as models
+from ao_calib.config.compose import compose_run_config
 from ao_calib.rewards import build_reward_schedule
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering import SteeringError
 from ao_calib.task_api import build_task
 from ao_calib.trainers import TrainerSetup, build_trainer
@@ -89,7 +89,7 @@ def test_the_check_catches_rows_separated_from_their_activations(tmp_path, monke
 
 
 def test_vllm_is_refused_for_the_oracle(tmp_path):
-    from ao_calib.errors import AOCalibError
+    from ao_calib.core.errors import AOCalibError
 
     with pytest.raises(AOCalibError, match="vLLM cannot run the activation-steering hooks"):
         build(tmp_path, ["trainer.use_vllm=true"])

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from ao_calib.errors import DataValidationError
+from ao_calib.core.errors import DataValidationError
 from ao_calib.judges import JudgeItem, LabelJudge
 from ao_calib.judges.label import yes_no
 from ao_calib_tasks.oracle.prompt import find_placeholder_positions, oracle_user_text
@@ -174,7 +174,7 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
     import torch
 
     from ao_calib.calibration import CONFIDENCE_INSTRUCTION
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.task import activation_id
 
@@ -219,8 +219,8 @@ def test_the_none_condition_injects_random_vectors_with_the_norms_of_the_own_one
 
 @pytest.mark.parametrize("trainer", ["ppo", "rloo"])
 def test_a_credit_rule_is_refused_with_a_trainer_that_cannot_apply_it(trainer):
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
 
     with pytest.raises(AOCalibError, match=f"task.calibration.credit=group cannot run with trainer={trainer}"):
         compose_run_config(["task=oracle", "model=tiny_qwen3", f"trainer={trainer}", "task.calibration.credit=group"])
@@ -264,7 +264,7 @@ def test_each_oracle_preset_bed_varies_readability_inside_one_question_text(expe
 
     from ao_calib_tasks.oracle.generate import generate_splits_for
 
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     cfg = compose_run_config([f"experiment={experiment}"])
     _, validation, test = generate_splits_for(cfg.task.data.generate, cfg.trainer.seed)
@@ -320,8 +320,8 @@ def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_
     raw ones less that same training mean (nothing of the test split enters it)."""
     import torch
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     def built(center: bool):
@@ -349,8 +349,8 @@ def test_the_oracle_never_reads_the_skipped_leading_tokens(tmp_path):
     vectors are those of every token but the first, and each oracle prompt holds one placeholder per vector."""
     import torch
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.prompt import PLACEHOLDER
 
@@ -375,7 +375,7 @@ def test_the_sft_warmup_can_train_on_readable_rows_alone(tmp_path, readable_only
     import datasets
     from omegaconf import OmegaConf
 
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import TaskData, build_task
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"task.sft_readable_only={str(readable_only).lower()}",
@@ -394,9 +394,9 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
     fact (no city named), the held-out split and the main stage keep their yes/no questions; out of range: refused."""
     from omegaconf import OmegaConf
 
-    from ao_calib import models
+    from ao_calib.models import loading as models
     from ao_calib.calibration import parse_epistemic_status
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.generate import OPEN_QUESTIONS
 
@@ -430,8 +430,8 @@ def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
     sft_readable_only and sft_open_fraction=0.5, plus ``overrides``."""
     from omegaconf import OmegaConf
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
@@ -468,7 +468,7 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
     open, the same draws) with the answer in the loss; every unstated row comes back as its own yes/no question
     marked answer_in_loss=false (its coin-flip answer leaves the loss, its tag stays); with sft_open_unstated:
     refused."""
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     built, without = readable_only_warmup(tmp_path)
     _, with_unstated = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
@@ -493,8 +493,8 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
     warm-up."""
     import torch
 
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.task import NONE_ID_PREFIX, OracleTask
 
@@ -532,8 +532,8 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     import torch
     from omegaconf import OmegaConf
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.task import NONE_ID_PREFIX
 
@@ -581,9 +581,9 @@ def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tm
     untouched, the draw repeats, and a run without a warm-up refuses the key."""
     from omegaconf import OmegaConf
 
-    from ao_calib import models
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.models import loading as models
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
 
     overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8", "task.rl_reserved_prompts=0.3",
@@ -611,8 +611,8 @@ def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tm
 @pytest.mark.parametrize("key", ["rl_none_fraction=0.2", "rl_unreadable_fraction=0.2", "rl_expected_over_draw=True",
                                  "rl_reserved_prompts=0.2"])
 def test_rl_rows_are_refused_when_the_main_stage_is_sft(key):
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
 
     with pytest.raises(AOCalibError, match=f"task.{key} shapes the rows of an RL stage"):

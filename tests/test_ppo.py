@@ -9,11 +9,11 @@ import random
 import pytest
 import torch
 from datasets import Dataset
-from ao_calib import models
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.models import loading as models
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardPhase, RewardSchedule
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.trainers import TrainerSetup
 from ao_calib.trainers.ppo import (VALUE_HEAD_FILE, PPOConfig, PPOTrainer, build_ppo_config, explained_variance, gae,
                                    masked_whiten)

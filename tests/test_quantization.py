@@ -19,9 +19,9 @@ def test_4bit_is_refused_on_cpu_before_loading(tmp_path):
 
 
 def test_unknown_quantization_is_named():
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
-    from ao_calib.models import check_model_available
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
+    from ao_calib.models.loading import check_model_available
 
     cfg = compose_run_config(["experiment=function_call_tiny", "model.quantization=3bit"])
     with pytest.raises(AOCalibError, match="model.quantization='3bit'"):

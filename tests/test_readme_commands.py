@@ -151,7 +151,7 @@ def compose_run(overrides: list[str]) -> str | None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from ao_calib.config import unknown_keys, validate_plugins
+    from ao_calib.config.compose import unknown_keys, validate_plugins
 
     GlobalHydra.instance().clear()
     try:
@@ -216,7 +216,7 @@ def test_readme_config_group_table_lists_every_option():
 def test_readme_run_folders_name_the_task_the_command_runs():
     """A command pointed at a run folder (``outputs/runs/<task>/...``: resume, init_from) runs that task, so the
     folder it names is where that run would be."""
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
 
     checked = 0
     for argv in readme_commands():

@@ -12,7 +12,7 @@ import pytest
 
 from ao_calib.reporting.plot import group_keys, plot_run
 from ao_calib.reporting.report import main, records_frame, write_report
-from ao_calib.run_dir import RunDirError, find_run_dirs, load_run, load_runs, read_metrics, read_overrides
+from ao_calib.runs.records import RunDirError, find_run_dirs, load_run, load_runs, read_metrics, read_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.config import RewardConfig
-from ao_calib.errors import AOCalibError
+from ao_calib.config.schema import RewardConfig
+from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import build_reward_schedule
 from ao_calib_tasks.function_call.rewards import REWARD_FUNCTIONS
 

@@ -4,7 +4,7 @@ what it needs is told so, in one message, before anything loads."""
 from __future__ import annotations
 
 import pytest
-from ao_calib.config import compose_run_config
+from ao_calib.config.compose import compose_run_config
 
 from tests.conftest import run_cli
 

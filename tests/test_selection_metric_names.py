@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ao_calib.config import compose_run_config
+from ao_calib.config.compose import compose_run_config
 from ao_calib.evaluation.selection import check_metric_name
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
 
 

@@ -12,8 +12,8 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ao_calib.cli_help import registered_schemas, settings_page, settings_sections, topic_help
-from ao_calib.settings import HELP, help_of, nested_schema, type_hints
+from ao_calib.config.help_text import registered_schemas, settings_page, settings_sections, topic_help
+from ao_calib.core.settings import HELP, help_of, nested_schema, type_hints
 from ao_calib.trainers.config import GRPOTrainerConfig
 from tests.conftest import PROJECT_ROOT, run_cli
 from tests.test_config import composed, options
@@ -29,12 +29,12 @@ REQUIRED = {"model.name", "model.num_hidden_layers", "model.gguf.distribution", 
 def test_settings_page_is_generated_from_the_schemas():
     assert SETTINGS_PAGE.read_text() == settings_page(), (
         "docs/reference/settings.md differs from the schemas: regenerate it with "
-        "`python -m ao_calib.settings_doc --output docs/reference/settings.md`")
+        "`python -m ao_calib.config.settings_doc --output docs/reference/settings.md`")
 
 
 def test_settings_doc_writes_the_page_to_a_given_path(tmp_path):
     target = tmp_path / "site" / "reference" / "settings.md"
-    result = run_cli("ao_calib.settings_doc", "--output", str(target))
+    result = run_cli("ao_calib.config.settings_doc", "--output", str(target))
     assert result.returncode == 0, result.stderr[-2000:]
     assert target.read_text() == settings_page()
 
@@ -44,7 +44,7 @@ def schemas_in_use() -> set[type]:
     top = [*registered_schemas("model").values(), *registered_schemas("trainer").values(),
            *registered_schemas("warmup").values(), registered_schemas()["config"]]
     for group in ("task", "judge"):
-        from ao_calib.cli_help import plugin_schemas
+        from ao_calib.config.help_text import plugin_schemas
 
         top += plugin_schemas(group).values()
     found: set[type] = set()
@@ -218,7 +218,7 @@ def test_no_range_table_beside_the_schemas():
 def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     from ao_calib.calibration import CalibrationConfig
     from ao_calib.trainers.config import GRPOTrainerConfig, SFTTrainerConfig
-    from ao_calib.errors import AOCalibError
+    from ao_calib.core.errors import AOCalibError
 
     with pytest.raises(ValueError, match=r"^beta=-1: out of range, allowed >= 0$"):
         GRPOTrainerConfig(beta=-1)
@@ -241,8 +241,9 @@ def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     ("alerts.patience=0", "alerts.patience=0: out of range, allowed >= 1"),
 ])
 def test_start_up_check_names_the_full_key(override, message):
-    from ao_calib.config import check_values, compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.config.compose import check_values
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
 
     with pytest.raises(AOCalibError) as info:
         check_values(compose_run_config(["experiment=quickstart", override]))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib import sharding
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.runtime import sharding
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from tests.conftest import CONF_DIR, run_cli
 
 ZERO3 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}  # what accelerate launch sets
@@ -89,7 +89,8 @@ def _prepare_under_the_fsdp2_launch(rank: int, port: int, out: str) -> None:
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    from ao_calib import distributed, models
+    from ao_calib.runtime import distributed
+    from ao_calib.models import loading as models
     from ao_calib.trainers.common import uses_bf16
 
     ranks = distributed.all_gather(rank)  # the process group, up before the model loads (as in a run)
@@ -119,7 +120,7 @@ def test_prepare_under_an_fsdp2_launch_on_cpu_keeps_every_process_whole(tmp_path
     `fsdp_plugin`"). The sharded path runs on GPUs only; here ``prepare`` keeps the model whole on every process,
     each with the main process's weights although the launch asks for ``cpu_ram_efficient_loading`` (whose
     weight broadcast is part of the FSDP preparation that does not run)."""
-    from ao_calib import models
+    from ao_calib.models import loading as models
     from tests.test_distributed import spawn_two
 
     cfg = compose_run_config(["experiment=function_call_tiny"])

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
-from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers.lm_head import install_full_logits
 from ao_calib.trainers.shared_prefix import (
     SharedPrefixMixin,
@@ -166,8 +166,8 @@ def test_a_grpo_stage_runs_each_prompt_once_per_loss_pass(tmp_path, monkeypatch,
     (["task=function_call", "model=qwen3_8b"], "cannot run with model.gradient_checkpointing=true"),
 ])
 def test_shared_prefix_is_refused_at_start_up_where_it_cannot_run(overrides, refusal):
-    from ao_calib.config import compose_run_config
-    from ao_calib.errors import AOCalibError
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.core.errors import AOCalibError
 
     with pytest.raises(AOCalibError, match=refusal):
         compose_run_config([*overrides, "trainer.shared_prefix=true"])

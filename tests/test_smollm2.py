@@ -11,17 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ao_calib import models
-from ao_calib.config import compose_run_config
-from ao_calib.errors import ResourceUnavailableError
-from ao_calib.gguf_checkpoint import (
-    MARKER,
-    PackagedGGUF,
-    conversion_lock,
-    ensure_checkpoint,
-    load_gguf,
-)
-from ao_calib.run_dir import RunDir
+from ao_calib.models import loading as models
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import ResourceUnavailableError
+from ao_calib.models.gguf import MARKER, PackagedGGUF, conversion_lock, ensure_checkpoint, load_gguf
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering.layout import unwrap
 from tests.conftest import PROJECT_ROOT, run_cli
 from tests.tiny_runs import assert_ok, refusing_env

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.errors import DataValidationError
+from ao_calib.core.errors import DataValidationError
 from ao_calib_tasks.tool_json.generate import (SOURCE, generate_rows, generate_splits,
                                                generate_three_splits, output_paths)
 from ao_calib_tasks.tool_json.data import load_rows
@@ -194,7 +194,7 @@ def test_a_validation_split_comes_out_of_the_training_rows_and_leaves_the_test_r
 
 
 def test_evaluations_score_the_validation_split_only_when_asked(tmp_path):
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     def prompts(*overrides):
@@ -453,7 +453,7 @@ def test_requoted_code_keeps_the_rows_and_splits_and_every_programs_meaning(styl
 
 @pytest.mark.parametrize("style", ["double", "single"])
 def test_the_task_trains_on_requoted_code_when_asked(tmp_path, style):
-    from ao_calib.config import compose_run_config
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
 
     def targets(*overrides):

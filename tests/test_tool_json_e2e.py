@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ao_calib.config import compose_run_config
+from ao_calib.config.compose import compose_run_config
 
-from ao_calib import models
-from ao_calib.errors import AOCalibError
+from ao_calib.models import loading as models
+from ao_calib.core.errors import AOCalibError
 from tests.conftest import run_cli
 from tests.test_e2e import assert_ok, read_jsonl
 from tests.test_oracle_grpo import build as build_trainer_from_config

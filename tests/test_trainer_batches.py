@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from ao_calib.trainers.common import per_process, stage_batches
 
 
@@ -36,7 +36,7 @@ def test_smollm2_caps_every_trainer_and_the_key_overrides_it():
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3"])
     assert cfg.model.max_micro_batch_size is None and stage_batches(cfg.model, cfg.trainer)[1] == 1
     with pytest.raises(AOCalibError, match="model.max_micro_batch_size"):
-        from ao_calib.config import check_values
+        from ao_calib.config.compose import check_values
 
         check_values(compose_run_config(["task=function_call", "model=smollm2_135m", "model.max_micro_batch_size=0"]))
 

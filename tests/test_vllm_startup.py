@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 
-from ao_calib.config import compose_run_config
-from ao_calib.errors import AOCalibError
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError
 from conftest import run_cli
 
 NO_VLLM = importlib.util.find_spec("vllm") is None

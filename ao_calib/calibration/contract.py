@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 DEFAULT_CONFIDENCE = 50  # an unparseable answer claims no knowledge either way
 

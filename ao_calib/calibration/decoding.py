@@ -31,7 +31,7 @@ from ao_calib.calibration.contract import (
     format_epistemic_status,
     number_tokens,
 )
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 
 class ExpectedNumber:

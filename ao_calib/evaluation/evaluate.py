@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 import random
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.metrics import confidence_histogram
-from ao_calib.config import EvalConfig
+from ao_calib.config.schema import EvalConfig
 from ao_calib.evaluation.generation import generate_completions
-from ao_calib.io import write_json, write_jsonl
+from ao_calib.core.io import write_json, write_jsonl
 from ao_calib.reporting.wandb import log_evaluation
-from ao_calib.run_dir import RunDir
-from ao_calib.settings import default_of
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.core.settings import default_of
 from ao_calib.task_api import Task, TaskData
-from ao_calib.trainers.fast_generation import generation_copy_refusal, merged_copy_of
+from ao_calib.models.fast_generation import generation_copy_refusal, merged_copy_of
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LogitsProcessorList
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 
 
 def chat_prompt_text(tokenizer, messages: list[dict], chat_template_kwargs: dict) -> str:

@@ -14,7 +14,7 @@ import math
 import os
 
 from pathlib import Path
-from ao_calib.io import atomic_write_text
+from ao_calib.core.io import atomic_write_text
 
 _VERSION = 1
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ao_calib.plugins import PluginConfig
-from ao_calib.settings import above, at_least, setting
+from ao_calib.config.plugins import PluginConfig
+from ao_calib.core.settings import above, at_least, setting
 
 
 @dataclass
@@ -52,7 +52,7 @@ class LocalJudgeConfig(PluginConfig):
 
 def register_configs() -> None:
     """The shipped judges' schemas, for ``conf/judge/<name>.yaml`` to start from (called by
-    ``ao_calib.config.register_schemas``)."""
+    ``ao_calib.config.compose.register_schemas``)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
 from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.cache import JudgmentCache, judgment_key
@@ -149,7 +149,7 @@ class LiteLLMJudge(Judge):
     @classmethod
     def missing_resources(cls, settings) -> list[str]:
         """The provider's API key, when the judge is a hosted model (no ``api_base``) and its environment variable
-        is unset: named before the run loads anything (``ao_calib.preflight``)."""
+        is unset: named before the run loads anything (``ao_calib.preflight.resources``)."""
         if settings.api_base or not settings.model:
             return []
         keys = import_litellm().validate_environment(model=settings.model).get("missing_keys") or []

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
 from ao_calib.judges.config import LocalJudgeConfig
 from ao_calib.judges.litellm_judge import parse_score

@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 from ao_calib.steering.layout import get_decoder_layers
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from omegaconf import DictConfig
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 if TYPE_CHECKING:
     from ao_calib.trainers.common import TrainerSetup
@@ -41,7 +41,7 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
     from hydra.utils import get_method
     from transformers.trainer_callback import ProgressCallback
 
-    from ao_calib.settings import default_of
+    from ao_calib.core.settings import default_of
     from ao_calib.trainers.callbacks import (
         MetricsFileCallback,
         ProcessLayoutCallback,

@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 from ao_calib.rewards import RewardSchedule
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def validation_row(metrics: dict) -> dict:
 
 
 class StopOnSignalCallback(TrainerCallback):
-    """When a stop signal came during training (``ao_calib.interrupts.SignalWatch``), saves a checkpoint at the
+    """When a stop signal came during training (``ao_calib.runtime.interrupts.SignalWatch``), saves a checkpoint at the
     end of the current step and stops there, so the run resumes from that step."""
 
     def __init__(self, watch):

@@ -17,12 +17,12 @@ from typing import Any, Self
 import torch
 from omegaconf import DictConfig
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 from ao_calib.trainers.config import TrainerConfig
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
-from ao_calib.run_dir import RunDir
-from ao_calib.settings import default_of, plain
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.core.settings import default_of, plain
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class TrainerSetup:
     """Everything a run's trainers are built from besides each stage's own settings; the same for every stage of
     the run. Of the run's config a trainer sees only the model's settings and the run's seed."""
 
-    model_config: Any  # ao_calib.config.ModelConfig: dtype, chat template options, the micro-batch cap
+    model_config: Any  # ao_calib.config.schema.ModelConfig: dtype, chat template options, the micro-batch cap
     model: Any
     tokenizer: Any
     data: Any  # ao_calib.task_api.TaskData

@@ -1,5 +1,5 @@
 """The trainers' settings: one schema per trainer (``trainer=grpo|rloo|ppo``, ``warmup=sft|format``), each field with
-its default, help text and allowed values (``ao_calib.settings.setting``). This module imports nothing heavy:
+its default, help text and allowed values (``ao_calib.core.settings.setting``). This module imports nothing heavy:
 composing a config and ``--help`` stay fast; ``ao_calib.config`` registers these schemas with Hydra."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Optional
 
 from omegaconf import MISSING
 
-from ao_calib.settings import Checked, above, at_least, default_of, setting, within
+from ao_calib.core.settings import Checked, above, at_least, default_of, setting, within
 
 
 class LMHead(str, Enum):
@@ -111,7 +111,7 @@ class OnlineTrainerConfig(TrainerConfig):
                                                        "keeps its first tokens).")
     completions_logged_per_step: int = setting(4, "Sampled completions written to completions.jsonl per step.",
                                                allowed=at_least(0))
-    fast_generation: bool = setting(False, "Rollouts through ao_calib.trainers.fast_generation (eval mode, a merged "
+    fast_generation: bool = setting(False, "Rollouts through ao_calib.models.fast_generation (eval mode, a merged "
                                     "LoRA copy, one prefill per prompt; on CUDA a static KV cache and a compiled "
                                     "decode step); false: TRL's own generate path.")
     generation_merged_copy: bool = setting(True, "The fast path's merged copy owns a second set of the "

@@ -17,8 +17,8 @@ from trl import SFTConfig, SFTTrainer
 from ao_calib.calibration.contract import (confidence_span, first_digit_values, number_tokens,
                                           parse_epistemic_status, tag_span)
 from ao_calib.trainers.config import CalibrationLossForm, SFTTrainerConfig
-from ao_calib.errors import AOCalibError
-from ao_calib.settings import default_of, plain
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,

@@ -23,7 +23,7 @@ generation make one optimiser step, so the step is the same.
 
 Not for: models trained with gradient checkpointing (the backbone then returns no cache), tasks that inject
 activations (the steering hooks index the rows of a full pass), FSDP/DeepSpeed (the prompt pass calls the
-backbone directly), images, MoE load-balancing losses. ``ao_calib.config.check_shared_prefix`` refuses the first
+backbone directly), images, MoE load-balancing losses. ``ao_calib.config.checks.check_shared_prefix`` refuses the first
 two at start-up; the trainer refuses the others when it is built.
 """
 
@@ -33,7 +33,7 @@ import torch
 from trl.trainer.utils import split_tensor_dict
 
 from ao_calib.steering.layout import unwrap
-from ao_calib.trainers.fast_generation import cache_keyword
+from ao_calib.models.fast_generation import cache_keyword
 
 
 def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,8 +19,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ao_calib.errors import DataValidationError, MissingDataFileError
-from ao_calib.io import read_jsonl
+from ao_calib.core.errors import DataValidationError, MissingDataFileError
+from ao_calib.core.io import read_jsonl
 from .bfcl_checker import SCHEMA_TYPES
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ao_calib.calibration import StatedConfidenceTaskConfig
-from ao_calib.settings import Checked, at_least, one_of, setting, within
+from ao_calib.core.settings import Checked, at_least, one_of, setting, within
 
 from .bfcl import DOCS_STYLES, data_format
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import datasets
 
-from ao_calib.data_files import read_data_text
-from ao_calib.errors import DataValidationError, MissingDataFileError
+from ao_calib.core.data_files import read_data_text
+from ao_calib.core.errors import DataValidationError, MissingDataFileError
 from .parsing import parse_calls
 
 

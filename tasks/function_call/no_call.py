@@ -18,7 +18,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from ao_calib.evaluation.generation import chat_prompt_text
-from ao_calib.trainers.fast_generation import cache_keyword
+from ao_calib.models.fast_generation import cache_keyword
 
 
 def is_empty(answer: str) -> bool:

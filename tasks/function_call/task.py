@@ -10,8 +10,8 @@ from pathlib import Path
 import datasets
 
 from ao_calib.calibration import parse_epistemic_status
-from ao_calib.errors import AOCalibError, DataValidationError
-from ao_calib.io import ensure_generated
+from ao_calib.core.errors import AOCalibError, DataValidationError
+from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskContext, TaskData
 
@@ -39,7 +39,7 @@ class FunctionCallTask(Task):
         if self.bfcl:
             self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy; reported per category too
         if config.min_no_call_probability is not None:
-            from ao_calib import distributed
+            from ao_calib.runtime import distributed
 
             if self.calibrated:
                 raise AOCalibError("task.min_no_call_probability reads the probability of an empty answer at the "
@@ -167,7 +167,7 @@ class FunctionCallTask(Task):
         path = self._extra_path()
         if not path:
             return {}
-        from ao_calib import distributed
+        from ao_calib.runtime import distributed
         from ao_calib.evaluation.evaluate import score_and_record
 
         rows = self.extra_rows()

@@ -61,8 +61,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ao_calib.errors import AOCalibError, DataValidationError, MissingDataFileError
-from ao_calib.offline import env_flag
+from ao_calib.core.errors import AOCalibError, DataValidationError, MissingDataFileError
+from ao_calib.runtime.offline import env_flag
 
 DATASETS: tuple[str, ...] = (
     "geometry_of_truth", "relations", "sst2", "md_gender", "snli", "ag_news", "ner", "tense", "singular_plural",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 from .classification import OOD_SPLIT, is_engels, load_folder, shipped_data_dir, split_by_prompt
 from .config import OracleClassificationDataConfig

@@ -35,7 +35,7 @@ from ao_calib.calibration.metrics import group_rate_rule
 from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_figures
 from ao_calib.calibration.probe import mean_vectors, probe_baseline, yes_labels
 from ao_calib.judges.label import yes_no
-from ao_calib.run_dir import WARMUP, RunDir
+from ao_calib.runs.run_dir import WARMUP, RunDir
 
 from .classification import TENSES
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ao_calib.calibration import CalibrationConfig
-from ao_calib.config import TaskConfig
-from ao_calib.settings import Checked, above, at_least, one_of, setting, within
+from ao_calib.config.plugins import TaskConfig
+from ao_calib.core.settings import Checked, above, at_least, one_of, setting, within
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import datasets
 
-from ao_calib.data_files import read_data_text
-from ao_calib.errors import AOCalibError, DataValidationError, MissingDataFileError
+from ao_calib.core.data_files import read_data_text
+from ao_calib.core.errors import AOCalibError, DataValidationError, MissingDataFileError
 from ao_calib.judges.label import yes_no
 
 log = logging.getLogger(__name__)

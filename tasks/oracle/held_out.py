@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ao_calib.errors import DataValidationError
+from ao_calib.core.errors import DataValidationError
 
 from .classification import is_engels, load_labelled_file
 from .data import load_labelled_rows

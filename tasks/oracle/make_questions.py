@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ao_calib.errors import AOCalibError
-from ao_calib.io import atomic_write_text
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.io import atomic_write_text
 from ao_calib.judges.cache import KeyedFileCache
 
 log = logging.getLogger(__name__)

@@ -13,16 +13,16 @@ from pathlib import Path
 import datasets
 import torch
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status, scored_confidence, tagged_reward
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.calibration.metrics import CORRECT_AT, calibration_report
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 from ao_calib.judges import JudgeContext, JudgeItem, build_judge, judge_now
-from ao_calib.io import write_jsonl
+from ao_calib.core.io import write_jsonl
 from ao_calib.judges.label import yes_no
 from ao_calib.rewards import RewardFn
-from ao_calib.run_dir import RunDir
+from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering.activations import ActivationCache, ExtractionStats, extract_activations, layer_indices
 from ao_calib.task_api import (Task, TaskContext, TaskData, TaskRequirements, calibration_figure_names,
                                calibration_figures)

@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ao_calib.data_files import read_data_text
-from ao_calib.errors import DataValidationError, MissingDataFileError
+from ao_calib.core.data_files import read_data_text
+from ao_calib.core.errors import DataValidationError, MissingDataFileError
 from .rewards import python_ast_key
 from .safe_eval import safe_eval
 from .schema import CATEGORIES, CATEGORY_TOOL, TOOL_ARG_KEY

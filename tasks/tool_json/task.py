@@ -9,8 +9,8 @@ from pathlib import Path
 import datasets
 
 from ao_calib.calibration import parse_epistemic_status
-from ao_calib.errors import AOCalibError
-from ao_calib.io import ensure_generated
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskData
 

@@ -21,9 +21,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ao_calib.config import check_values, compose_run_config
-from ao_calib.errors import AOCalibError, MissingDataFileError
-from ao_calib.run_dir import RunDir, checkpoint_problem, load_run, resolve_checkpoint, start_point
+from ao_calib.config.compose import check_values
+from ao_calib.config.compose import compose_run_config
+from ao_calib.core.errors import AOCalibError, MissingDataFileError
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.runs.checkpoints import checkpoint_problem, resolve_checkpoint, start_point
+from ao_calib.runs.records import load_run
 from tests.conftest import PROJECT_ROOT, run_cli
 from tests.faults.background_run import BackgroundRun
 
@@ -237,7 +240,7 @@ def test_judge_outage_alerts_at_once_then_stops_the_run_naming_the_judge():
     from transformers import TrainerControl, TrainerState
 
     from ao_calib.judges.base import note_failure
-    from ao_calib.trainers.alerts import JudgeOutageCallback
+    from ao_calib.monitoring.callback import JudgeOutageCallback
 
     note_failure("openai/judge at http://127.0.0.1:9/v1", "connection failed (APIConnectionError)")
     callback, state, control = JudgeOutageCallback(stop_after=3), TrainerState(), TrainerControl()
@@ -296,7 +299,7 @@ def test_a_missing_data_file_is_one_line_and_exit_2(tmp_path):
 def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
     import datasets
 
-    from ao_calib.prompt_guard import guard_prompts
+    from ao_calib.preflight.prompts import guard_prompts
     from ao_calib.task_api import TaskData
 
     short = [{"role": "user", "content": "what is the weather in Paris"}]
@@ -318,7 +321,7 @@ def test_over_long_prompts_are_dropped_or_truncated_and_counted(tiny_tokenizer):
 def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny_tokenizer):
     import datasets
 
-    from ao_calib.completion_budget import completion_lengths, references_over_budget
+    from ao_calib.preflight.references import completion_lengths, references_over_budget
     from ao_calib.task_api import TaskData
 
     prompt = [{"role": "user", "content": "add them"}]
@@ -347,9 +350,9 @@ def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny
 def test_the_real_model_presets_budget_every_reference(experiment, smollm2_source):
     """The SmolLM2 presets generate enough tokens for every reference answer of their generated data (three
     seeds), in evaluation and in rollouts: no row is cut off whatever the model writes."""
-    from ao_calib import models
-    from ao_calib.completion_budget import completion_lengths, references_over_budget
-    from ao_calib.config import eval_max_new_tokens
+    from ao_calib.models import loading as models
+    from ao_calib.preflight.references import completion_lengths, references_over_budget
+    from ao_calib.config.checks import eval_max_new_tokens
     from ao_calib.run import _generation_budgets
     from ao_calib.task_api import build_task
 
@@ -417,8 +420,8 @@ def test_no_learning_signal_fires_for_group_trainers_and_for_ppo():
     from omegaconf import OmegaConf
     from transformers import TrainerControl, TrainerState
 
-    from ao_calib.config import AlertsConfig
-    from ao_calib.trainers.alerts import AlertCallback, training_alerts
+    from ao_calib.monitoring.config import AlertsConfig
+    from ao_calib.monitoring.callback import AlertCallback, training_alerts
 
     for sick in ({"advantage_std": 0.0}, {"advantage_std": 1.0, "reward_spread": 0.0}):
         callback = AlertCallback(training_alerts(OmegaConf.structured(AlertsConfig)), patience=3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.run_dir import load_run, read_metrics
+from ao_calib.runs.records import load_run, read_metrics
 from tests.conftest import run_cli
 from tests.faults.background_run import BackgroundRun
 

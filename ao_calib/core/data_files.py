@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ao_calib.errors import AOCalibError, MissingDataFileError
+from ao_calib.core.errors import AOCalibError, MissingDataFileError
 
 
 def read_data_text(path: str | Path, what: str) -> str:

@@ -5,7 +5,7 @@ field itself (TRL's style: ``metadata={"help": ...}``)::
 
 What reads that metadata: ``Checked.__post_init__`` (a schema built in code refuses a value out of range), the
 start-up check of the composed config (``check_tree``, naming the full key before any model loads), ``--help``
-and the settings reference page (``ao_calib.cli_help``). This module imports nothing heavy.
+and the settings reference page (``ao_calib.config.help_text``). This module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ao_calib.errors import AOCalibError
+from ao_calib.core.errors import AOCalibError
 
 HELP = "help"
 ALLOWED = "allowed"

@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib import distributed
-from ao_calib.errors import AOCalibError, ResourceUnavailableError
-from ao_calib.offline import env_flag
-from ao_calib.run_dir import RunDir
-from ao_calib.settings import plain
+from ao_calib.runtime import distributed
+from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
+from ao_calib.runtime.offline import env_flag
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.core.settings import plain
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, the hub id/path, or the
     checkpoint converted from the model's packaged GGUF copy (``model.source`` chooses between the last two)."""
     if model_cfg.tiny is not None:
-        from ao_calib.tiny.models import TinyModelSpec, ensure_tiny_model
+        from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
         spec = TinyModelSpec(**plain(model_cfg.tiny))
         return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
@@ -50,7 +50,7 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
         raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path), model.gguf or "
                            "model.tiny.")
     if _from_gguf(model_cfg):
-        from ao_calib.gguf_checkpoint import ensure_checkpoint
+        from ao_calib.models.gguf import ensure_checkpoint
 
         packaged = packaged_gguf(model_cfg)
         if packaged.missing():
@@ -60,7 +60,7 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
 
 
 def packaged_gguf(model_cfg: DictConfig):
-    from ao_calib.gguf_checkpoint import PackagedGGUF
+    from ao_calib.models.gguf import PackagedGGUF
 
     return PackagedGGUF(model_cfg.gguf.distribution, model_cfg.gguf.file)
 

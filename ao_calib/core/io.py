@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ao_calib.data_files import read_data_text
-from ao_calib.errors import DataValidationError
+from ao_calib.core.data_files import read_data_text
+from ao_calib.core.errors import DataValidationError
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib.config import plugin_class
-from ao_calib.errors import AOCalibError, ResourceUnavailableError
+from ao_calib.config.plugins import plugin_class
+from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
 
 # Groups a recipe (conf/recipe/) sets by merging their files: a command-line choice of one would be merged over.
 RECIPE_GROUPS = ("judge", "warmup", "logger")
@@ -15,7 +15,7 @@ RECIPE_GROUPS = ("judge", "warmup", "logger")
 def check_resources(cfg: DictConfig, hub_datasets, adapter: str | None) -> None:
     """Everything the run needs from this machine (the model, ``adapter``, the task's ``hub_datasets``, the
     judge's credentials), reported in one message."""
-    from ao_calib import models  # torch: not at import, so that --help and composition stay fast
+    from ao_calib.models import loading as models  # torch: not at import, so that --help and composition stay fast
 
     missing = models.missing_for_model(cfg.model, adapter)
     missing += [f"the data set '{name}'" + models.NOT_ON_HUB for name in hub_datasets

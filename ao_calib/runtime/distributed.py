@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
-from ao_calib.errors import RemoteError
+from ao_calib.core.errors import RemoteError
 
 T = TypeVar("T")
 

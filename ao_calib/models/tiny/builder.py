@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
-from ao_calib.config import TinyModelConfig
+from ao_calib.config.schema import TinyModelConfig
 
-from ao_calib.tiny.chat_templates import CHAT_TEMPLATES
-from ao_calib.tiny.corpus import corpus_texts
+from ao_calib.models.tiny.chat_templates import CHAT_TEMPLATES
+from ao_calib.models.tiny.corpus import corpus_texts
 
 # Bump when the build procedure changes in a way the hash inputs do not capture.
 BUILDER_VERSION = 3

@@ -4,7 +4,7 @@ by ``_target_``, and the schemas installed plug-in packages register.
 A plug-in package may store its schemas in Hydra's ConfigStore through the entry point group
 ``ao_calib.config_schemas`` (a function that stores them), so that its config files start from them
 (``defaults: [<name>_schema]``). Nothing happens at import: ``register_plugin_schemas`` is called once by each entry
-point (through ``ao_calib.config.register_schemas``) before Hydra composes, and a plug-in whose registration fails
+point (through ``ao_calib.config.compose.register_schemas``) before Hydra composes, and a plug-in whose registration fails
 stops the run with its own error.
 """
 
@@ -15,8 +15,8 @@ from typing import Optional
 
 from omegaconf import MISSING
 
-from ao_calib.errors import AOCalibError
-from ao_calib.settings import Checked, setting
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.settings import Checked, setting
 
 PLUGIN_GROUPS = ("task", "judge")
 ENTRY_POINT_GROUP = "ao_calib.config_schemas"

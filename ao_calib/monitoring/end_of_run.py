@@ -1,4 +1,4 @@
-"""Alerts about stated confidence (see ``ao_calib.alerts`` and ``ao_calib.trainers.alerts`` for the mechanism): confidences collapsed to
+"""Alerts about stated confidence (see ``ao_calib.monitoring.alerts`` and ``ao_calib.monitoring.callback`` for the mechanism): confidences collapsed to
 one value, and answers shrinking while the confidence holds (the vague-answer exploit); and, once at the end of a run,
 the main stage's confidence ranking or calibrating worse than the warm-up's did (:func:`calibration_regression`)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ao_calib.alerts import Alert, below
+from ao_calib.monitoring.alerts import Alert, below
 
 
 def calibration_alerts(cfg) -> list[Alert]:

@@ -1,4 +1,4 @@
-"""What an alert is: a named condition on one logged step (the trainers' callback, ``ao_calib.trainers.alerts``,
+"""What an alert is: a named condition on one logged step (the trainers' callback, ``ao_calib.monitoring.callback``,
 fires it after it held ``patience`` steps in a row). Its own module so that the components that define alerts
 (trainers, calibration) need not import each other."""
 

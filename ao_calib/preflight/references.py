@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from ao_calib import distributed
+from ao_calib.runtime import distributed
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from trl import RLOOTrainer
 from trl.trainer.utils import pad
 
 from ao_calib.trainers.config import OnlineTrainerConfig
-from ao_calib.settings import default_of
+from ao_calib.core.settings import default_of
 from ao_calib.steering.layout import unwrap
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def merged_copy_of(peft_model: torch.nn.Module) -> MergedCopy:
 
 def generation_copy_refusal(model: torch.nn.Module) -> str | None:
     """Why an evaluation cannot generate from a merged copy of ``model`` (None: it can)."""
-    from ao_calib import distributed
+    from ao_calib.runtime import distributed
 
     if distributed.sharded():
         return "the model is sharded (FSDP/ZeRO): a merged copy would be a full weight copy per rank"

@@ -1,5 +1,5 @@
 """The shared shell of the commands beside ``ao_calib.run`` (``ao_calib.eval``, ``export``, ``score``, ``report``,
-``plot``). Each command's options are a dataclass of ``ao_calib.settings`` fields (default, help, allowed values),
+``plot``). Each command's options are a dataclass of ``ao_calib.core.settings`` fields (default, help, allowed values),
 typed in as ``key=value``; ``report`` and ``plot`` also take their path as a bare word and ``--key VALUE``.
 
 Every option is checked before the command does any work: a misspelt key, a value of the wrong type or out of range
@@ -20,8 +20,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ao_calib.errors import AOCalibError
-from ao_calib.settings import ALLOWED, help_of, is_optional, shown_default, type_hints
+from ao_calib.core.errors import AOCalibError
+from ao_calib.core.settings import ALLOWED, help_of, is_optional, shown_default, type_hints
 
 HELP_WORDS = ("-h", "--help", "help")
 
@@ -31,7 +31,7 @@ class Command:
     """One command: its options' schema and how its words are read."""
 
     module: str  # what users type after ``python -m``
-    options: type  # a dataclass of ``ao_calib.settings.setting`` fields
+    options: type  # a dataclass of ``ao_calib.core.settings.setting`` fields
     synopsis: str  # the usage line after the module
     about: str  # what the command does, a paragraph
     examples: tuple[str, ...] = ()

@@ -1,7 +1,7 @@
 """Failure-mode alerts while an online trainer trains. Each alert fires at most once per run, after its condition
 held ``patience`` logged steps in a row: it is logged, printed, recorded in ``metrics.jsonl`` (``alert/<name>``)
 and listed in ``summary.json``. The conditions that hold for every task live here; those about stated
-confidence live in ``ao_calib.calibration.alerts``; what an alert is, in ``ao_calib.alerts``."""
+confidence live in ``ao_calib.monitoring.end_of_run``; what an alert is, in ``ao_calib.monitoring.alerts``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ao_calib.alerts import Alert, above, below_any
+from ao_calib.monitoring.alerts import Alert, above, below_any
 
 log = logging.getLogger(__name__)
 

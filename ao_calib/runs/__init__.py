@@ -1,0 +1,1 @@
+"""Run directories: file layout, checkpoints and resume, and reading finished runs back."""
