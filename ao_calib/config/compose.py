@@ -56,10 +56,11 @@ def register_schemas() -> None:
     _registered = True
 
 
-def validate_plugins(cfg) -> None:
+def validate_plugins(cfg, migrate: bool = False) -> None:
     """Types each plug-in group (task, judge) with its class's ``config_class`` schema, in place: fills the
     defaults the YAML leaves out, rejects a misspelt key or a wrongly typed value and checks every value,
-    naming the key."""
+    naming the key. A key the schema lists as moved (``renamed_keys``) is refused naming its new key, or, with
+    ``migrate`` (a saved run's config), moved there."""
     from omegaconf import OmegaConf, open_dict
     from omegaconf.errors import OmegaConfBaseException
 
@@ -69,6 +70,7 @@ def validate_plugins(cfg) -> None:
             continue
         cls = plugin_class(group, node.get("_target_"))
         schema = getattr(cls, "config_class", None) or (TaskConfig if group == "task" else PluginConfig)
+        moved_keys(node, schema, group, migrate=migrate)
         try:
             typed = OmegaConf.merge(OmegaConf.structured(schema), node)
         except OmegaConfBaseException as exc:
@@ -79,6 +81,28 @@ def validate_plugins(cfg) -> None:
         with open_dict(cfg):
             cfg[group] = typed
         check_group(cfg, group)
+
+
+def renamed_keys(schema: type) -> dict[str, str]:
+    """``{old key: new key}`` (dotted, below the group) of a schema and the schemas it extends."""
+    found: dict[str, str] = {}
+    for cls in reversed(schema.__mro__):
+        found.update(vars(cls).get("renamed_keys", {}))
+    return found
+
+
+def moved_keys(node, schema: type, group: str, migrate: bool = False) -> None:
+    """Refuses a key ``schema`` lists as moved, in one message naming where it went; with ``migrate``, moves its
+    value there instead (a run saved before the move is read back as it ran)."""
+    from omegaconf import OmegaConf, open_dict
+
+    for old, new in renamed_keys(schema).items():
+        if old not in node:  # old keys are the group's own (top-level) keys
+            continue
+        if not migrate:
+            raise AOCalibError(f"{group}.{old} has moved: set {group}.{new} instead")
+        with open_dict(node):
+            OmegaConf.update(node, new, node.pop(old), merge=True, force_add=True)
 
 
 def check_values(cfg) -> None:
@@ -143,7 +167,7 @@ def load_run_config(path):
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(path)
-    validate_plugins(cfg)
+    validate_plugins(cfg, migrate=True)
     return cfg
 
 
