@@ -272,8 +272,14 @@ class SFTTrainerConfig(TrainerConfig):
 
 @dataclass
 class SFTWarmupConfig(SFTTrainerConfig):
-    """``warmup=sft``: an SFT stage before the main trainer, on the same adapter."""
+    """``warmup=sft``: an SFT stage before the main trainer, on the same adapter: shorter and faster than
+    ``trainer=sft``, saved only at its end."""
 
+    max_steps: int = setting(200, "Optimiser steps of this stage.", allowed=at_least(1))
+    lr: float = setting(1e-4, "Learning rate.", allowed=above(0))
+    save_steps: int = setting(100000, "Save a checkpoint every this many optimiser steps (the default: at the "
+                              "stage's end only).", allowed=at_least(1))
+    logging_steps: int = setting(10, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
     enabled: bool = setting(True, "false: the stage is skipped, e.g. to drop a preset's warm-up and start the "
                             "trainer from a saved one (trainer.init_from=RUN_DIR/checkpoints/warmup/checkpoint-N).")
 
@@ -301,7 +307,8 @@ class FormatWarmupConfig(SFTWarmupConfig):
 
     name: str = "format"
     max_steps: int = setting(100, "Optimiser steps of this stage.", allowed=at_least(1))
-    lr: float = setting(1e-4, "Learning rate.", allowed=above(0))
+    save_steps: int = setting(200, "Save a checkpoint every this many optimiser steps.", allowed=at_least(1))
+    logging_steps: int = setting(50, "Log a metrics row every this many optimiser steps.", allowed=at_least(1))
     confidence: WarmupConfidence = setting(
         WarmupConfidence.auto, "Where the tags' numbers come from: kind_mean (100 × the judge's mean informativeness "
         "of the model's answers to questions of the same kind: a calibrated start), judge (100 × that answer's own "
