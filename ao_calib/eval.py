@@ -71,7 +71,7 @@ COMMAND = Command(
     "ao_calib.eval", EvalArgs, "run_dir=PATH [option=value ...] [task.KEY=VALUE ...]",
     (__doc__ or "").split("\n\n")[1].replace("\n", " ").replace("``", "`"),
     examples=("run_dir=outputs/runs/oracle/2026-11-22/10-00-00 num_samples=100",
-              "run_dir=RUN task.data.test_path=bench/data/bfcl_v4_real tag=bfcl_real"),
+              "run_dir=RUN task.data.test_path=data/bfcl_v4_real tag=bfcl_real"),
     passes_on=lambda word: word.startswith(TASK_PREFIX),
     passed_help=(("task.KEY=VALUE", "The run's task settings changed for this evaluation, e.g. "
                                     "task.data.test_path=DIR (another held-out set; for task=function_call a folder in "

@@ -16,8 +16,8 @@ import os
 import time
 from pathlib import Path
 
-from bench.oracle_baselines import _data
-from bench.oracle_reading import rows, scored_rows
+from experiments.oracle_baselines import _data
+from experiments.oracle_reading import rows, scored_rows
 
 
 def main() -> None:

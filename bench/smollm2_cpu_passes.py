@@ -9,7 +9,7 @@ rounds in one process (bench.report.alternating_rounds):
   (`eval.merged_copy=false`) against the merged copy (`eval.merged_copy=true`, the default): the completions must
   agree.
 
-The evaluation rows are the preset's real BFCL validation cases (`bench/data/bfcl_v4_real_validation`, drawn with
+The evaluation rows are the preset's real BFCL validation cases (`data/bfcl_v4_real_validation`, drawn with
 `eval.seed`), answered by a fresh adapter (the base model's own answers: prose, as at the zero-shot evaluation) or
 by a trained one (`--adapter RUN/warmup/checkpoints/checkpoint-120`: short calls, as after the warm-up).
 
@@ -123,7 +123,7 @@ def main() -> None:
             del bench, sides
     if "generation" in only:
         bench = compose(PRESETS[0])
-        folder = ROOT / "bench" / "data" / "bfcl_v4_real_validation"
+        folder = ROOT / "data" / "bfcl_v4_real_validation"
         with open_dict(bench.cfg):
             bench.cfg.task.data.test_path, bench.cfg.task.data.eval_split = str(folder), "test"
             bench.cfg.task.data.extra_test_path = None

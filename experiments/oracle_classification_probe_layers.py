@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from bench.oracle_reading_loop import oracle_and_data
+from experiments.oracle_reading_loop import oracle_and_data
 from ao_calib_tasks.oracle import confidence_baselines as cb
 from ao_calib_tasks.oracle.task import activation_id
 

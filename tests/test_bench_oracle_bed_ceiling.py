@@ -1,11 +1,11 @@
-"""bench.oracle_bed_ceiling: the bed's ceilings against a hand computation."""
+"""experiments.oracle_bed_ceiling: the bed's ceilings against a hand computation."""
 
 import json
 import math
 
 import pytest
 
-from bench.oracle_bed_ceiling import bed_ceiling, main, segments
+from experiments.oracle_bed_ceiling import bed_ceiling, main, segments
 
 
 def _row(readable, correct, confidence, platt=None):

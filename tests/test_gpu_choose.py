@@ -1,11 +1,11 @@
-"""bench/gpu_choose.py: the step a GPU round scores on the test split is chosen on validation alone."""
+"""experiments/gpu_choose.py: the step a GPU round scores on the test split is chosen on validation alone."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from bench.gpu_choose import choose, figure
+from experiments.gpu_choose import choose, figure
 
 
 def _evaluation(run, tag: str, accuracy: float, within: float, real: float | None = None, kept: bool = True):

@@ -291,7 +291,7 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
     # warmup.confidence=kind_mean: every question here is of one kind (binary): tags spread around its hit rate
     tags = [int(t["completion"].split("]")[0].rsplit(" ", 1)[1]) for t in targets]
     assert 1 < len(set(tags)) and max(tags) - min(tags) <= 20 and all(tag % 10 == 0 for tag in tags)
-    # (Whether GRPO lowers the Brier score is a learning claim, measured over seeds in bench/, not here: on this
+    # (Whether GRPO lowers the Brier score is a learning claim, measured over seeds in experiments/, not here: on this
     # tiny stand-in it flips with the number of math threads.)
     grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["stage"] == "train" and "advantage_std" in r]
     assert grpo and all(r["advantage_std"] > 0 for r in grpo)

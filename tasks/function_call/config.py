@@ -80,7 +80,7 @@ class FunctionCallDataConfig(Checked):
         "\"extra_test\", rows into eval_predictions_<tag>_extra.jsonl.")
     extra_validation_path: Optional[str] = setting(
         None, "What data.eval_split=validation scores in place of extra_test_path, in the same format: a held-out "
-        "set drawn apart from it (e.g. bench/data/bfcl_v4_real_validation), so settings are chosen on real cases "
+        "set drawn apart from it (e.g. data/bfcl_v4_real_validation), so settings are chosen on real cases "
         "without scoring the test set. Never trained on. null: no extra set.")
     bfcl_docs: str = setting(
         "indented", "data.format=bfcl: how the function docs are written as JSON into the system turn, in training "
@@ -122,7 +122,7 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
     min_no_call_probability: Optional[float] = setting(
         None, "Evaluation (greedy decoding), data.format=bfcl: answer with no call (nothing or `[]`) only where the "
         "model's own probability of that answer is at least this, else with its best non-empty answer. Training is "
-        "unchanged; choose it on the validation split (bench/bfcl_no_call.py). null: greedy.",
+        "unchanged; choose it on the validation split (experiments/bfcl_no_call.py). null: greedy.",
         allowed=within(0, 1, low_open=True))
     strict_format: bool = setting(True, "BFCL scoring: true rejects prose or a fenced block around the call, as "
                                   "BFCL's decoder does; false takes the first call list found in a fenced block or "

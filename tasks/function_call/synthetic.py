@@ -1,7 +1,7 @@
 """Made-up functions for training: names, parameters, docs and query templates drawn from word lists.
 
 The word lists are generic: none of their names, objects or values is taken from the real BFCL fixture
-(bench/data/bfcl_v4_real), which scores the result.
+(data/bfcl_v4_real), which scores the result.
 
 The hand-written library (:mod:`.schemas`) has 26 functions; a model warmed up on them learns those 26 and, on a
 real BFCL case whose functions it has never seen, often answers ``[]`` (BENCHMARKS.md, "experiment=function_call_

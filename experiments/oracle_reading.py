@@ -13,7 +13,7 @@ anyone can recompute them from the run directory:
   oracle's own answer probability Platt-scaled on the validation split (both computed by the run itself,
   ``baselines.logprob_platt``).
 
-    python -m bench.oracle_reading [--seeds 0 1 2] [--split test|validation] [--keep DIR] [--write BENCHMARKS.md]
+    python -m experiments.oracle_reading [--seeds 0 1 2] [--split test|validation] [--keep DIR] [--write BENCHMARKS.md]
         [override ...]
 
 ``--split validation`` scores the validation split (choosing settings); ``test`` (default) scores the test split
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import seed_runs
+from experiments import seed_runs
 
 CONDITIONS = (("own", ""), ("other", "_control"), ("none", "_none"))
 
@@ -213,7 +213,7 @@ def markdown(results: dict[int, dict]) -> list[str]:
 
 
 def main() -> None:
-    from bench.report import device_name, update_benchmarks
+    from bench.report import device_name
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="oracle_smollm2")
@@ -229,13 +229,11 @@ def main() -> None:
     lines, walls = seed_runs.each_seed(args.seeds, args.keep, run_seed, markdown)
     wall = f"{statistics.fmean(walls) / 60:.1f} min" if walls else seed_runs.NOT_TIMED
     print(f"wall time per run: {wall}")
-    if args.write:
-        update_benchmarks(args.write, f"oracle_reading_{args.experiment}_{args.split}", [
-            *lines, "",
-            f"Split scored: {args.split}. Wall time per `experiment={args.experiment}` run: {wall} on "
-            f"{device_name()}; overrides: {args.overrides or 'none'}.",
-        ], command=seed_runs.with_overrides(f"python -m bench.oracle_reading --experiment {args.experiment} "
-                                            f"--split {args.split} --write BENCHMARKS.md", args.overrides))
+    seed_runs.write_table(args, f"oracle_reading_{args.experiment}_{args.split}", lines,
+                          f"Split scored: {args.split}. Wall time per `experiment={args.experiment}` run: {wall} on "
+                          f"{device_name()}; overrides: {args.overrides or 'none'}.",
+                          f"python -m experiments.oracle_reading --experiment {args.experiment} --split {args.split} "
+                          "--write BENCHMARKS.md")
 
 
 if __name__ == "__main__":

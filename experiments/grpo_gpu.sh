@@ -1,10 +1,11 @@
 #!/bin/bash
 # GRPO at a GPU's scale for a SmolLM2 preset: seeds side by side on one GPU, each run's step chosen on the validation
 # split, then the test split scored once (BENCHMARKS.md, "Ninth round" for the oracle). From the repository root:
-#     PRESET=oracle|function_call RUNS=DIR [SEEDS="1 2 3"] [T_TRAIN=420] [T_TEST=90] [OUT=DIR] bash bench/grpo_gpu.sh
+#     PRESET=oracle|function_call RUNS=DIR [SEEDS="1 2 3"] [T_TRAIN=420] [T_TEST=90] [OUT=DIR] \
+#         bash experiments/grpo_gpu.sh
 # T_TRAIN is a deadline in seconds for the training runs, which are then stopped with SIGINT (their evaluations are
 # kept). Each run evaluates the validation split every EVERY steps and keeps a checkpoint with each evaluation;
-# bench/gpu_choose.py picks the step (the metric below, the guard no more than 0.02 under the warm-up's), which is
+# experiments/gpu_choose.py picks the step (the metric below, the guard no more than 0.02 under the warm-up's), which is
 # scored once on the test split with ao_calib.eval, and so is the warm-up. With OUT set, everything but the
 # checkpoints is archived there.
 #   oracle: the preset's warm-up and GRPO rows (BENCHMARKS.md, "Twelfth round"), then GRPO at 32 prompts x 8
@@ -56,7 +57,7 @@ done
 MON=$!
 wait $PIDS
 echo "training stopped at $(( $(date +%s) - START )) s"
-$PY -m bench.gpu_choose $RUNS --metric $METRIC --guard $GUARD --warmup-step $WSTEPS > $RUNS/chosen.txt
+$PY -m experiments.gpu_choose $RUNS --metric $METRIC --guard $GUARD --warmup-step $WSTEPS > $RUNS/chosen.txt
 cat $RUNS/chosen.txt
 TPIDS=""
 while read run ck tag value; do

@@ -1,5 +1,5 @@
-"""One ``ao_calib.run`` per seed, for the benchmarks that train a preset several times and tabulate the runs
-(bench.oracle_learning, bench.oracle_reading): their shared options, the runs and their wall times."""
+"""One ``ao_calib.run`` per seed, for the experiments that train a preset several times and tabulate the runs
+(experiments.oracle_learning, experiments.oracle_reading): their shared options, the runs and their wall times."""
 
 from __future__ import annotations
 
@@ -67,3 +67,12 @@ def each_seed(seeds: list[int], keep: Path | None, run_seed: Callable[[int, Path
 def with_overrides(command: str, overrides: list[str]) -> str:
     """The command written beside a table, with the run's extra overrides."""
     return command + (" " + " ".join(overrides) if overrides else "")
+
+
+def write_table(args: argparse.Namespace, section: str, lines: list[str], note: str, command: str) -> None:
+    """With ``--write``: the seeds' table and its note into that file's ``section``, beside the command that made it
+    (with the runs' extra overrides)."""
+    if args.write:
+        from bench.report import update_benchmarks
+
+        update_benchmarks(args.write, section, [*lines, "", note], command=with_overrides(command, args.overrides))

@@ -2,12 +2,12 @@
 
     pip download --no-deps bfcl-eval==2026.3.23 -d /tmp/bfcl
     unzip -q /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl -d /tmp/bfcl/wheel
-    python bench/data/bfcl_v4_real/make_fixture.py /tmp/bfcl/wheel/bfcl_eval/data
-    python bench/data/bfcl_v4_real/make_fixture.py /tmp/bfcl/wheel/bfcl_eval/data --split validation
+    python data/bfcl_v4_real/make_fixture.py /tmp/bfcl/wheel/bfcl_eval/data
+    python data/bfcl_v4_real/make_fixture.py /tmp/bfcl/wheel/bfcl_eval/data --split validation
 
 Per category: ``random.Random(SEED).sample`` of N ids out of all of the category's ids (in file order), the
 chosen rows written in their original file order, each row copied as its original JSON line byte for byte.
-``--split validation`` writes ``bench/data/bfcl_v4_real_validation``: per category, N more ids drawn with
+``--split validation`` writes ``data/bfcl_v4_real_validation``: per category, N more ids drawn with
 ``random.Random(VALIDATION_SEED)`` from those the test fixture did not take, for choosing settings on real cases
 without scoring the test fixture (never for training either).
 BFCL ships no possible_answer file for ``irrelevance``, and none is written: the loader reads such a file without.

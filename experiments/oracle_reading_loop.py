@@ -17,7 +17,7 @@ norms):
 - open: the fact whose first token has the highest logit among the kind's values (and "not stated" with
   ``task.sft_open_unstated``), against the row's fact (or "not stated" for an unstated one, with that option).
 
-    python -m bench.oracle_reading_loop --steps 200 --seed 1 --out curve.jsonl [--experiment oracle_smollm2]
+    python -m experiments.oracle_reading_loop --steps 200 --seed 1 --out curve.jsonl [--experiment oracle_smollm2]
         [--lr 3e-4] [override ...]        # e.g. task.sft_open_fraction=0 task.activations.k=28
 
 ``--seed`` is ``trainer.seed`` (data, splits and shuffles) and the training seed; ``task.data.eval_split`` is

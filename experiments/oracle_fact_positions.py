@@ -6,7 +6,7 @@ them: the turn's length in tokens, how many stated topic phrases and mood senten
 of the mean over every position (what ``task.activations.center`` takes off with ``positions=full``) is the first
 token's.
 
-    python -m bench.oracle_fact_positions [--experiment oracle_smollm2] [--prompts 600] [--seed 0] [override ...]
+    python -m experiments.oracle_fact_positions [--experiment oracle_smollm2] [--prompts 600] [--seed 0] [override ...]
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Everything is computed from the predictions rows the evaluations wrote (the comp
 only the answer probabilities of the written completions are read off the model), so the baselines score the same
 rows as the oracle::
 
-    python -m bench.oracle_baselines RUN --adapter RUN/checkpoints/checkpoint-100 --validation-tag step100 \
+    python -m experiments.oracle_baselines RUN --adapter RUN/checkpoints/checkpoint-100 --validation-tag step100 \
         --test-tag test_step100 [--json OUT.json]
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.oracle_reading import confidence_figures, probe_accuracy, rows, scored_rows
+from experiments.oracle_reading import confidence_figures, probe_accuracy, rows, scored_rows
 
 
 def _data(cfg, split: str, tokenizer, model):

@@ -12,9 +12,9 @@ So, per run, from its ``own`` rows:
   probability tell stated rows from unstated ones (AUROC with ``readable`` as the label).
 
 The Platt-scaled answer probability is read from the rows (``baselines.logprob_platt``, written by a run's final
-evaluation) or from ``bench.oracle_baselines``' JSON (``RUN:PREDICTIONS:BASELINES.json``)::
+evaluation) or from ``experiments.oracle_baselines``' JSON (``RUN:PREDICTIONS:BASELINES.json``)::
 
-    python -m bench.oracle_bed_ceiling RUN/eval_predictions.jsonl W_s1/eval_predictions_test.jsonl:W_base_s1.json
+    python -m experiments.oracle_bed_ceiling RUN/eval_predictions.jsonl W_s1/eval_predictions_test.jsonl:W_base_s1.json
 
 ``--segments`` also prints, per file, where the number's lead over the answer probability comes from: for each
 segment of rows (the question's kind, and whether the prompt states its fact), its rows, accuracy, mean number and
@@ -132,7 +132,7 @@ def _answer_probability(rows: list[dict], platt: list[float] | None) -> tuple[li
 
 
 def _platt(rows: list[dict], baselines: Path | None) -> list[float] | None:
-    """The Platt-scaled answer probability per row: from bench.oracle_baselines' JSON (matched by prompt and
+    """The Platt-scaled answer probability per row: from experiments.oracle_baselines' JSON (matched by prompt and
     question), else from the rows' own ``baselines.logprob_platt``; None when neither has it."""
     if baselines is not None:
         by_row = {(b["source_id"], b["question"]): b["logprob_platt"] for b in json.loads(baselines.read_text())["rows"]}
@@ -164,7 +164,8 @@ def _fmt(value: float | None) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("predictions", nargs="*",
-                        help="eval_predictions*.jsonl files, each optionally :BASELINES.json (bench.oracle_baselines)")
+                        help="eval_predictions*.jsonl files, each optionally :BASELINES.json "
+                             "(experiments.oracle_baselines)")
     parser.add_argument("--draws", type=int, default=0, help="also count the unstated held-out rows of seeds 0..N-1")
     parser.add_argument("--config", type=Path, help="a run's config.yaml: the generator settings for --draws")
     parser.add_argument("--segments", action="store_true",

@@ -11,7 +11,7 @@ for several seeds and puts four confidences side by side on the same held-out ro
 
 (b), (c) and (d) score the same answers, so they differ only in the confidence.
 
-    python -m bench.oracle_learning [--seeds 0 1 2] [--calibration-prompts 100] [--write BENCHMARKS.md]
+    python -m experiments.oracle_learning [--seeds 0 1 2] [--calibration-prompts 100] [--write BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench import seed_runs
+from experiments import seed_runs
 
 COLUMNS = (("accuracy", "acc"), ("control", "control"), ("auroc", "AUROC"), ("ece", "ECE"), ("brier", "Brier"),
            ("reliability", "rel"), ("resolution", "res"), ("confidence_std", "conf std"),
@@ -116,7 +116,7 @@ def markdown(results: dict[int, tuple[dict, dict]]) -> list[str]:
 
 
 def main() -> None:
-    from bench.report import device_name, update_benchmarks
+    from bench.report import device_name
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibration-prompts", type=int, default=100)
@@ -129,12 +129,10 @@ def main() -> None:
     lines, walls = seed_runs.each_seed(args.seeds, args.keep, run_seed, markdown)
     wall = f"{statistics.fmean(walls):.0f} s" if walls else seed_runs.NOT_TIMED
     print(f"wall time per run: {wall}")
-    if args.write:
-        update_benchmarks(args.write, "oracle_learning", [
-            *lines, "",
-            f"Wall time per `experiment=quickstart` run (SFT, GRPO, two evaluations with controls): "
-            f"{wall} on {device_name()}; overrides: {args.overrides or 'none'}.",
-        ], command=seed_runs.with_overrides("python -m bench.oracle_learning --write BENCHMARKS.md", args.overrides))
+    seed_runs.write_table(args, "oracle_learning", lines,
+                          f"Wall time per `experiment=quickstart` run (SFT, GRPO, two evaluations with controls): "
+                          f"{wall} on {device_name()}; overrides: {args.overrides or 'none'}.",
+                          "python -m experiments.oracle_learning --write BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ value, each first token read as the number of ``task.sft_confidences`` it begins
 A label drawn by a coin makes c near 0 or 1 on a row the oracle answers firmly, though its mean is about 0.5:
 ``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
 
-    python -m bench.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-340 [--rows 200]
+    python -m experiments.oracle_coin_targets --seed 1 --adapter RUN/warmup/checkpoints/checkpoint-340 [--rows 200]
         [--by-kind] [--experiment quickstart] [overrides ...]
 """
 
@@ -26,7 +26,7 @@ import torch
 from ao_calib.calibration.contract import number_tokens
 from ao_calib.core.settings import plain
 from ao_calib.trainers import calibration_loss
-from bench.oracle_reading_loop import oracle_and_data, steered_pass
+from experiments.oracle_reading_loop import oracle_and_data, steered_pass
 
 
 def main() -> None:

@@ -15,7 +15,8 @@ the answer with the empty answer refused (the model's best answer that is not em
 Nothing is chosen here: the table is for choosing ``t`` on the validation split (the run's ``eval_split``), if at
 all, and scoring it once on test::
 
-    python -m bench.bfcl_no_call RUN --adapter RUN/warmup/checkpoints/checkpoint-120 --tag warmup [--json OUT.json]
+    python -m experiments.bfcl_no_call RUN --adapter RUN/warmup/checkpoints/checkpoint-120 --tag warmup \
+        [--json OUT.json]
 """
 
 from __future__ import annotations

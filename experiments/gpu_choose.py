@@ -1,12 +1,13 @@
 """Each run's step, chosen on the validation split, and what to score once on the test split: for the GRPO runs of
-``bench/grpo_gpu.sh``, which evaluate the validation split every few steps and keep a checkpoint with each.
+``experiments/grpo_gpu.sh``, which evaluate the validation split every few steps and keep a checkpoint with each.
 
 For every run directory under RUNS it prints ``RUN CHECKPOINT TAG VALUE`` lines: the evaluated step with the
 highest ``--metric`` (a dotted path into ``eval_step<N>.json``; ties go to the later step) among those whose
 ``--guard`` figure is no more than ``--guard-drop`` below the warm-up's (``eval_warmup.json``) and whose checkpoint
 was kept, then the warm-up's own checkpoint::
 
-    python -m bench.gpu_choose RUNS --metric metrics.auroc_within_question --guard metrics.accuracy --warmup-step 200
+    python -m experiments.gpu_choose RUNS --metric metrics.auroc_within_question --guard metrics.accuracy \
+        --warmup-step 200
 """
 
 from __future__ import annotations

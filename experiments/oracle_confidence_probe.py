@@ -13,7 +13,7 @@ it, the number the oracle states on average there (its first digit's distributio
 on readable and unreadable rows, and that number's AUROC for readability: a greedy number hides a shift of its
 distribution until the shift crosses the mode.
 
-    python -m bench.oracle_confidence_probe --seed 42 [--adapter RUN/warmup/checkpoints/checkpoint-200]
+    python -m experiments.oracle_confidence_probe --seed 42 [--adapter RUN/warmup/checkpoints/checkpoint-200]
         [--layers 10 20 30] [--train-rows 800] [override ...]   # e.g. task.sft_open_unstated=true
 
 Without ``--adapter`` it probes the base model with the activations injected (what a fresh LoRA starts from). The
@@ -34,7 +34,7 @@ import torch
 
 from ao_calib.calibration.metrics import auroc
 from ao_calib.core.settings import plain
-from bench.oracle_reading_loop import oracle_and_data, steered_pass
+from experiments.oracle_reading_loop import oracle_and_data, steered_pass
 
 TAG_OPENING = "[epistemic status: "
 
