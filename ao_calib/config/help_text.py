@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ao_calib.core.settings import shown_default
+from ao_calib.core.settings import shown_default, shown_value
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -94,12 +94,14 @@ def schema_fields(schema: type, prefix: str) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def group_rows(group: str, schemas: dict[str, type]) -> list[SettingRow]:
+def group_rows(group: str, schemas: dict[str, type], set_by: dict[str, dict] | None = None) -> list[SettingRow]:
     """One row per key of ``group`` over its options' schemas (``{option: schema}``): the options that have it
-    (all: none named) and each option's default where they differ."""
+    (all: none named) and each option's default where they differ. ``set_by``: ``{option: the keys its config file
+    sets}`` (``option_settings``); such a value is that option's default, so the table shows what the option
+    composes to."""
     found: dict[str, dict[str, tuple[str, str, str]]] = {}
     for option, schema in schemas.items():
-        for key, default, text, allowed in schema_fields(schema, group):
+        for key, default, text, allowed in option_fields(schema, group, (set_by or {}).get(option, {})):
             found.setdefault(key, {})[option] = (default, text, allowed)
     rows = []
     for key, per_option in found.items():
@@ -113,6 +115,72 @@ def group_rows(group: str, schemas: dict[str, type]) -> list[SettingRow]:
         options = [] if len(per_option) == len(schemas) else list(per_option)
         rows.append(SettingRow(key, default, options, text, allowed))
     return rows
+
+
+_UNSET = object()
+
+
+def option_fields(schema: type, group: str, settings: dict) -> list[tuple[str, str, str, str]]:
+    """``schema_fields`` of one option whose config file sets ``settings`` (its own keys, nested): a value the file
+    sets replaces the schema's default, and the keys below a nested schema the option leaves null are not its
+    keys."""
+    rows, null_parents = [], []
+    for key, default, text, allowed in schema_fields(schema, group):
+        if any(key.startswith(parent + ".") for parent in null_parents):
+            continue
+        value = _setting(settings, key.removeprefix(group + "."))
+        if value is not _UNSET:
+            default = "{...}" if isinstance(value, dict) and nested_row(schema, key, group) else shown_value(value)
+        if default == "null":
+            null_parents.append(key)
+        rows.append((key, default, text, allowed))
+    return rows
+
+
+def nested_row(schema: type, key: str, group: str) -> bool:
+    """Whether ``key`` (a row of ``schema_fields``) is a nested schema listed itself (an optional one)."""
+    from ao_calib.core.settings import nested_schema, type_hints
+
+    for name in key.removeprefix(group + ".").split("."):
+        schema = nested_schema(type_hints(schema)[name])
+        if schema is None:
+            return False
+    return True
+
+
+def _setting(settings: dict, dotted: str):
+    node = settings
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
+def option_settings(group: str, conf_dir: Path | None = None) -> dict[str, dict]:
+    """``{option: the keys conf/<group>/<option>.yaml sets}``: its own, over those of another option of the group
+    that its defaults list names (``reward=function_call`` is ``function_call_balanced``)."""
+    folder = (conf_dir or CONF_DIR).joinpath(group)
+    return {path.stem: _file_settings(folder, path.stem) for path in sorted(folder.glob("*.yaml"))}
+
+
+def _file_settings(folder: Path, option: str) -> dict:
+    import yaml
+
+    data = yaml.safe_load(folder.joinpath(f"{option}.yaml").read_text()) or {}
+    found: dict = {}
+    for entry in data.get("defaults", []):
+        if isinstance(entry, str) and folder.joinpath(f"{entry}.yaml").is_file():
+            found = _merged(found, _file_settings(folder, entry))
+    return _merged(found, {key: value for key, value in data.items() if key != "defaults"})
+
+
+def _merged(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merged(merged[key], value) if both else value
+    return merged
 
 
 def _per_option(values: dict[str, str]) -> str:
@@ -180,20 +248,25 @@ def settings_sections() -> list[tuple[str, str, list[SettingRow]]]:
     fields = {name: nested_schema(hint) for name, hint in type_hints(top["config"]).items()}
     order = {"grpo": 0, "rloo": 1, "ppo": 2, "sft": 3}
     trainers = dict(sorted(registered_schemas("trainer").items(), key=lambda item: order.get(item[0], 9)))
+    def per_option(group: str, schemas: dict[str, type] | None = None) -> list[SettingRow]:
+        """The rows of a group whose options are config files: each option's own values (``option_settings``)."""
+        settings = option_settings(group)
+        schemas = schemas or {option: fields[group] for option in settings}
+        return group_rows(group, schemas, settings)
+
     return [
-        ("model", "the base model (model=<option>: a file of conf/model/)", group_rows("model",
-                                                                                         {"": fields["model"]})),
-        ("trainer", "the training stage (trainer=<option>)", group_rows("trainer", trainers)),
+        ("model", "the base model (model=<option>: a file of conf/model/)", per_option("model")),
+        ("trainer", "the training stage (trainer=<option>)", per_option("trainer", trainers)),
         ("warmup", "an SFT stage before the trainer (warmup=<option>; none by default)",
-         group_rows("warmup", registered_schemas("warmup"))),
-        ("task", "the task (task=<option>; its class's config_class)", group_rows("task", plugin_schemas("task"))),
-        ("reward", "the reward mix (reward=<option>)", group_rows("reward", {"": fields["reward"]})),
+         per_option("warmup", registered_schemas("warmup"))),
+        ("task", "the task (task=<option>; its class's config_class)", per_option("task", plugin_schemas("task"))),
+        ("reward", "the reward mix (reward=<option>)", per_option("reward")),
         ("judge", "the judge (judge=<option>; its class's config_class)",
-         group_rows("judge", plugin_schemas("judge"))),
+         per_option("judge", plugin_schemas("judge"))),
         ("eval", "held-out evaluation", group_rows("eval", {"": fields["eval"]})),
         ("alerts", "failure-mode alerts of the online trainers", group_rows("alerts", {"": fields["alerts"]})),
-        ("logger", "the logger (logger=<option>)", group_rows("logger", {"": fields["logger"]})),
-        ("paths", "directories", group_rows("paths", {"": fields["paths"]})),
+        ("logger", "the logger (logger=<option>)", per_option("logger")),
+        ("paths", "directories", per_option("paths")),
     ]
 
 
