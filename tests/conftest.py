@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
-
-from tests.cli_zygote import run_module
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,7 +44,7 @@ def offline_env(tmp_path_factory):
         "WANDB_SILENT": "true",
         "TOKENIZERS_PARALLELISM": "false",
         # set here, before any import writes them (litellm's import, torch inductor's under peft or the Trainer):
-        # a variable written mid-session would restart the command server (tests/cli_zygote.py) at the next run
+        # a variable written mid-session would restart the command server (tests/helpers/cli_zygote.py) at the next run
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
     }
@@ -64,12 +57,6 @@ def offline_env(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-
-
-def run_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Runs ``python -m ...`` from the project root, as a user would (``env`` adds variables): in a process of its
-    own, forked where it can be from one that has already imported the heavy libraries (tests/cli_zygote.py)."""
-    return run_module(PROJECT_ROOT, args[0], list(args[1:]), {**os.environ, **(env or {})}, timeout)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ the bed asks about, the city included, as yes/no and as open questions."""
 
 import json
 
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 
 def test_the_reading_loop_scores_every_kind_of_the_quickstart_bed(tmp_path):

@@ -19,7 +19,8 @@ import pytest
 
 from ao_calib.evaluation.selection import StageSelection, lower_is_better
 from ao_calib.runs.run_dir import RunDir
-from tests.conftest import run_cli
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
 
 FILES = {
     "sel_pkg/__init__.py": "",
@@ -97,8 +98,8 @@ SELECTING = ("task.data.eval_split=validation", "eval.select_metric=scripted")
 @pytest.fixture(scope="module")
 def package(tmp_path_factory) -> Path:
     """The task's package, on PYTHONPATH for this module's tests: set in this process's environment rather than
-    passed to each run, so that the runs fork from one command server (tests/cli_zygote.py) started with it instead
-    of each importing torch and the trainers anew in a plain subprocess."""
+    passed to each run, so that the runs fork from one command server (tests/helpers/cli_zygote.py) started with it
+    instead of each importing torch and the trainers anew in a plain subprocess."""
     root = tmp_path_factory.mktemp("outside_repo")
     for name, text in FILES.items():
         path = root / name
@@ -129,18 +130,10 @@ def selecting_run(package, tmp_path_factory):
     return out, result.stdout
 
 
-def assert_ok(result):
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
-
-
 def lora_abs_sum(adapter_dir: Path) -> float:
     from safetensors.torch import load_file
 
     return sum(t.abs().sum().item() for t in load_file(str(adapter_dir / "adapter_model.safetensors")).values())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def held_out_splits(out: Path, tag: str) -> set[str]:
@@ -270,7 +263,7 @@ def test_two_processes_choose_the_same_step_and_save_its_adapter_once(package, t
     import subprocess
     import sys
 
-    from tests.conftest import PROJECT_ROOT
+    from tests.helpers.paths import PROJECT_ROOT
 
     out = tmp_path / "r"
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",

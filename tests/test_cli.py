@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from ao_calib.cli import COMMANDS
-from tests.conftest import PROJECT_ROOT, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import PROJECT_ROOT
 
 SCRIPT = Path(sys.executable).parent / "ao-calib"
 

@@ -1,4 +1,4 @@
-"""The tests' command runner (tests/cli_zygote.py): a forked run behaves as a subprocess would."""
+"""The tests' command runner (tests/helpers/cli_zygote.py): a forked run behaves as a subprocess would."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from tests import cli_zygote
-from tests.conftest import PROJECT_ROOT
+from tests.helpers import cli_zygote
+from tests.helpers.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or os.environ.get("AO_CALIB_TEST_FORK") == "0",
                                 reason="runs are not forked here")

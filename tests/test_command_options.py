@@ -19,16 +19,12 @@ from ao_calib.reporting.plot import main as plot_main
 from ao_calib.reporting.report import main as report_main
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.score import main as score_main
-from tests.conftest import run_cli
-from tests.test_report import _make_run, _steps
-from tests.test_score import _rows
+from tests.helpers.bfcl_rows import completion_rows
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.fake_runs import make_run, metric_steps
 
 BFCL_FOLDER = Path(__file__).parent / "data" / "bfcl"
 COMMANDS = {"eval": eval_main, "export": export_main, "score": score_main, "report": report_main, "plot": plot_main}
-
-
-def assert_ok(result):
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
 
 
 def refused(capsys, main, argv: list[str], key: str) -> str:
@@ -81,7 +77,7 @@ def test_export_refuses_a_bad_option_by_name_before_the_model_loads(unloadable_r
 
 def test_score_refuses_an_output_folder_and_a_repeated_option_before_scoring(tmp_path, capsys):
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    source.write_text("".join(json.dumps(r) + "\n" for r in completion_rows()))
     folder = tmp_path / "folder"
     folder.mkdir()
     refused(capsys, score_main, ["task=function_call", f"input={source}", f"output={folder}"], "output=")
@@ -92,7 +88,7 @@ def test_score_refuses_an_output_folder_and_a_repeated_option_before_scoring(tmp
 
 
 def test_report_and_plot_take_key_value_and_their_flags(tmp_path, capsys):
-    run = _make_run(tmp_path / "runs" / "a", ["x=1"], metrics=_steps(3, 0.2), summary={"status": "completed"})
+    run = make_run(tmp_path / "runs" / "a", ["x=1"], metrics=metric_steps(3, 0.2), summary={"status": "completed"})
     assert report_main([f"path={run.parent}", f"out={tmp_path / 'kv'}"]) == 0
     assert report_main([str(run.parent), "--out", str(tmp_path / "flag")]) == 0
     assert (tmp_path / "kv" / "report.csv").is_file() and (tmp_path / "flag" / "report.csv").is_file()
@@ -106,7 +102,7 @@ def test_report_and_plot_take_key_value_and_their_flags(tmp_path, capsys):
     ("plot", "nope=1", "nope"), ("plot", "out=curves.txt", "out="), ("plot", "--out=curves.txt", "out="),
 ])
 def test_report_and_plot_refuse_a_bad_option_by_name_before_writing(tmp_path, capsys, command, option, key):
-    run = _make_run(tmp_path / "runs" / "a", ["x=1"], metrics=_steps(3, 0.2), summary={"status": "completed"})
+    run = make_run(tmp_path / "runs" / "a", ["x=1"], metrics=metric_steps(3, 0.2), summary={"status": "completed"})
     (tmp_path / "FILE").write_text("x")
     option = option.replace("FILE", str(tmp_path / "FILE")).replace("curves.txt", str(tmp_path / "curves.txt"))
     refused(capsys, COMMANDS[command], [str(run if command == "plot" else run.parent), option], key)

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from ao_calib.core.settings import HELP
-from tests.conftest import CONF_DIR, PROJECT_ROOT
-from tests.test_config import options
-from tests.test_settings import every_registered_schema
+from tests.helpers.configs import options
+from tests.helpers.paths import CONF_DIR, PROJECT_ROOT
+from tests.helpers.schemas import every_registered_schema
 
 # Words a reader of conf/ cannot look up: round labels of past experiments, documents outside the project.
 UNDEFINED = re.compile(r"QC\d+|design notes?|the issue|\bbed\b|\b(\w+th|first|second|third) round\b", re.I)

@@ -19,7 +19,7 @@ from ao_calib.trainers import build_trainer
 from ao_calib.trainers.credit import (answer_probabilities, answer_probability_targets, answer_token_mask,
                                      calibration_terms, confidence_token_mask, group_normalised)
 
-from test_oracle_grpo import build_setup
+from tests.helpers.trainers import build_setup
 
 
 def test_confidence_span_is_the_number_of_a_valid_tag_only():

@@ -12,7 +12,7 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
 from ao_calib.task_api import build_task
 from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 SCALE = [0, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 

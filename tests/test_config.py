@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from ao_calib.config.schema import Config
-from ao_calib.config.compose import unknown_keys, validate_plugins
+from ao_calib.config.compose import unknown_keys
 from ao_calib.preflight.resources import RECIPE_GROUPS
-from tests.conftest import CONF_DIR, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.configs import composed, options
 
 GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
-
-
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
-
-
-def composed(overrides: list[str]):
-    """The config a run sees: composed, then its plug-in groups (task, judge) typed by their classes' schemas."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    validate_plugins(cfg)
-    return cfg
 
 
 def check_valid(cfg) -> None:

@@ -9,8 +9,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from ao_calib.config.plugins import plugin_class
-from tests.conftest import CONF_DIR
-from tests.test_config import composed, options
+from tests.helpers.configs import composed, options
+from tests.helpers.paths import CONF_DIR
 
 FRAMEWORK_GROUPS = ["model", "trainer", "warmup", "logger", "paths"]
 PLUGIN_GROUPS = ["task", "judge"]

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFunctionError, build_reward_schedule
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 MODULE = '''
     from ao_calib.rewards import completion_text

@@ -18,7 +18,10 @@ import pytest
 from ao_calib.runtime import distributed
 from ao_calib.core.errors import RemoteError
 from ao_calib.runs.run_dir import RunDir
-from tests.conftest import PROJECT_ROOT, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.files import read_jsonl
+from tests.helpers.paths import PROJECT_ROOT
+from tests.helpers.processes import spawn_two
 
 # After a few steps the two runs' held-out numbers may differ only by what different sampled completions (each
 # rank draws its own) do to a few updates: on these tiny runs, at most this much on a [0, 1] metric.
@@ -52,10 +55,6 @@ def launch(out: Path, processes: int, overrides: list[str], env: dict | None = N
         result = subprocess.run(cmd, check=False, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
                                 env={**os.environ, **variables})
     return result, sorted(p for p in (out / "runs").glob("*/*/*") if p.is_dir())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def headline(run: Path, tag: str) -> dict[str, float]:
@@ -136,39 +135,6 @@ def _ranks_work(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
     dist.destroy_process_group()  # before exit: a live gloo group can abort the process as it is torn down
-
-
-# What the two processes' work imports: loaded once by the fork server that starts them, not by every process.
-FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "transformers", "peft", "safetensors",
-                      "ao_calib.config", "ao_calib.models.loading", "ao_calib.runtime.sharding", "ao_calib.steering",
-                      "ao_calib.steering.activations", "ao_calib.evaluation.generation", "tests.test_distributed"]
-
-
-def spawn_two(work, out: Path, timeout: float | None = None) -> None:
-    """``work(rank, port, out)`` in two real processes on a free local port (torch.multiprocessing), forked from
-    multiprocessing's fork server: a fresh interpreter that has only imported the libraries, started once per
-    test process. With a ``timeout`` (seconds) a run still going then is killed and fails the test: a hang does not
-    hang CI."""
-    import multiprocessing
-    import socket
-    import time
-
-    import torch.multiprocessing as mp
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    context = mp.start_processes(work, args=(port, str(out)), nprocs=2, join=False, start_method="forkserver")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not context.join(timeout=1.0):  # raises as soon as one process fails (the other is ended)
-        if deadline is not None and time.monotonic() > deadline:
-            for process in context.processes:
-                if process.is_alive():
-                    process.kill()
-            for process in context.processes:
-                process.join(5)
-            pytest.fail(f"{work.__name__}: the two processes were still running after {timeout} s")
 
 
 def test_split_gather_and_main_decisions_over_two_real_processes(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ao_calib.runs.run_dir import RunDir
-from tests.conftest import PROJECT_ROOT
+from tests.helpers.paths import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
 DOCS = PROJECT_ROOT / "docs"

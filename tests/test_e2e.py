@@ -9,18 +9,11 @@ import pytest
 import yaml
 from ao_calib_tasks.function_call.bfcl_checker import score_text
 
-from tests.conftest import run_cli
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
 
 CURRICULUM = ("reward.phases=[{until_step:2,weights:{tool_call_function:0.8,tool_call_parseable:0.2}},"
               "{until_step:null,weights:{tool_call_exact:1.0}}]")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def assert_ok(result):
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
 
 
 @pytest.fixture(scope="module")

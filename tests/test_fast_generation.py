@@ -21,7 +21,7 @@ from ao_calib.trainers.config import OnlineTrainerConfig
 from ao_calib.models.fast_generation import FastGenerator, MergedCopy, Sampling, first_row_of_each_group, shared_prompts
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
 
-from test_oracle_grpo import build_setup
+from tests.helpers.trainers import build_setup
 
 MAX_NEW = 10
 GROUP = 3  # completions per prompt, as TRL lists them: each prompt's copies in a row

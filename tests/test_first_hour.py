@@ -12,8 +12,9 @@ import pytest
 from ao_calib.reporting.plot import global_steps, plot_run, run_title
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runs.records import SweepFiles
-from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
-from tests.tiny_runs import assert_ok, copy_run, help_page, offline_function_call_run
+from tests.helpers.commands import assert_ok, help_page, run_cli
+from tests.helpers.paths import CONF_DIR, PROJECT_ROOT
+from tests.helpers.runs import copy_run, offline_function_call_run
 
 
 @pytest.fixture(scope="module")

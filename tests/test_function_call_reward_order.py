@@ -7,16 +7,16 @@ other way round: no call is right and any call earns less."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from ao_calib.calibration import CalibrationConfig
 from ao_calib_tasks.function_call.bfcl_rewards import make_rewards as make_bfcl_rewards
 from ao_calib_tasks.function_call.rewards import REWARD_FUNCTIONS, make_calibrated_overall
+from tests.helpers.reward_order import shipped_mixes, with_mixes
 
-REWARD_DIR = Path(__file__).resolve().parents[1] / "conf" / "reward"
+# Every reward a function-calling run can weigh.
+COMPONENTS = set(REWARD_FUNCTIONS) | set(make_bfcl_rewards(True)) | {"calibrated_overall"}
 
 # Two cases in both output formats, each with two listed functions and one expected call: one with arguments,
 # one whose call takes none.
@@ -73,28 +73,10 @@ def bfcl_scores(texts: list[str], truth=BFCL_TRUTH) -> dict[str, list[float]]:
             for name, fn in make_bfcl_rewards(strict_format=True).items()}
 
 
-def shipped_mixes() -> dict[str, dict[str, float]]:
-    """Every weighting a function-calling run can train on: each mix file's weights, and each curriculum phase."""
-    components = set(REWARD_FUNCTIONS) | set(make_bfcl_rewards(True)) | {"calibrated_overall"}
-    mixes = {}
-    for path in sorted(REWARD_DIR.glob("*.yaml")):
-        cfg = OmegaConf.load(path)
-        weightings = [cfg.get("weights") or {}] + [p.weights for p in cfg.get("phases") or []]
-        for i, weights in enumerate(weightings):
-            weights = dict(weights)
-            if weights and set(weights) <= components:
-                mixes[f"{path.stem}[{i}]"] = weights
-    return mixes
-
-
 def test_every_shipped_mix_is_covered():
-    names = {name.split("[")[0] for name in shipped_mixes()}
+    names = {name.split("[")[0] for name in shipped_mixes(COMPONENTS)}
     assert {"function_call_balanced", "function_call_progressive", "function_call_strict", "function_call_bfcl",
             "calibrated_function_call"} <= names
-
-
-def mixed(scores: dict[str, list[float]], weights: dict[str, float]) -> list[float]:
-    return [sum(w * scores[k][i] for k, w in weights.items()) for i in range(len(next(iter(scores.values()))))]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -108,8 +90,7 @@ def test_the_right_call_earns_strictly_more_than_any_way_of_not_making_it(fmt, c
     else:
         texts = [f"[{right}]", *wrong.values()]
         scores = bfcl_scores(texts, truth=BFCL_TRUTHS[case])
-    rewards = dict(scores)
-    rewards.update({f"mix {name}": mixed(scores, w) for name, w in shipped_mixes().items() if set(w) <= set(scores)})
+    rewards = with_mixes(scores, COMPONENTS)
     assert len(rewards) > len(scores)  # the mixes of this format are there
     for name, values in rewards.items():
         best, others = values[0], dict(zip(wrong, values[1:]))
@@ -122,6 +103,5 @@ def test_on_an_irrelevance_case_no_call_is_right_and_any_call_earns_less():
     no_call = ["[]", "", "None of the functions can tell the time."]
     calls = [BFCL_RIGHT, '[convert_currency(amount=1.0, to="EUR")]']
     scores = bfcl_scores(no_call + calls, truth=[])
-    mixes = {name: mixed(scores, w) for name, w in shipped_mixes().items() if set(w) <= set(scores)}
-    for name, values in {**scores, **mixes}.items():
+    for name, values in with_mixes(scores, COMPONENTS).items():
         assert min(values[:3]) > max(values[3:]), (name, values)

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.conftest import CONF_DIR, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import CONF_DIR
 
 # One final evaluation of two samples (one a process in a two-task job): what these tests need of a run is that it
 # completes, resumes and is reported.

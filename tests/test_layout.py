@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from tests.conftest import PROJECT_ROOT
+from tests.helpers.paths import PROJECT_ROOT
 
 ROOTS = {"ao_calib": PROJECT_ROOT / "ao_calib", "ao_calib_tasks": PROJECT_ROOT / "tasks"}
 
@@ -106,3 +106,22 @@ def test_nothing_outside_the_tests_imports_them():
             assert not re.search(r"-m\s+tests\.|\"tests\.\w+\"", path.read_text()), path
     for path in [*(PROJECT_ROOT / "conf").rglob("*.yaml"), PROJECT_ROOT / "README.md"]:
         assert not re.search(r"python -m tests\.", path.read_text()), path
+
+
+def test_test_modules_import_only_the_helpers_of_the_tests():
+    """A test module takes what it shares with others from tests/helpers/ and its fixtures by name: it imports
+    neither tests/conftest.py nor another test module."""
+    crossing = []
+    for path in (PROJECT_ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                module = node.module or ""
+                names = [f"{module}.{alias.name}" if module == "tests" else module for alias in node.names]
+            else:
+                continue
+            crossing += [(path.relative_to(PROJECT_ROOT).as_posix(), name) for name in names
+                         if (name.startswith("tests.") and not name.startswith("tests.helpers"))
+                         or re.fullmatch(r"conftest|test_\w+", name)]
+    assert crossing == []

@@ -16,8 +16,9 @@ from ao_calib.judges.requests import PLACEHOLDER_API_KEY
 from ao_calib_tasks.oracle.data import load_wildchat
 from ao_calib_tasks.oracle.make_questions import (QuestionCache, QuestionWriter, main, make_questions, parse_questions,
                                          question_key, read_prompts)
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
+from tests.helpers.files import read_jsonl
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -75,10 +76,6 @@ def opts(server, **kw) -> dict:
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # --------------------------------------------------------------------------------------------- parsing

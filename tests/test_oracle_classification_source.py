@@ -15,8 +15,8 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import DataValidationError
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.classification import is_engels
-from tests.conftest import run_cli
-from tests.test_e2e import assert_ok, read_jsonl
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
 
 CAPS = {"n_train": 8, "n_validation": 6, "n_test": 4, "n_ood": 3}
 SOURCE = ["task.data.classification.enabled=true", *(f"task.data.classification.{k}={v}" for k, v in CAPS.items())]

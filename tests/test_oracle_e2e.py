@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import run_cli
-from tests.test_e2e import assert_ok, read_jsonl
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
 
 
 def test_a_validation_run_writes_the_raw_answer_probability_beside_the_number(tmp_path):

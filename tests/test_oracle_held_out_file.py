@@ -13,8 +13,8 @@ from ao_calib.models import loading as models
 from ao_calib.config.compose import load_run_config
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.steering import ActivationSteering
-from tests.conftest import run_cli
-from tests.test_e2e import assert_ok, read_jsonl
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 FILES = {
     "my_pkg/__init__.py": "",

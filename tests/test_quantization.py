@@ -4,7 +4,7 @@ with one message naming the key (exit 2), before any model is loaded."""
 import pytest
 import torch
 
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")

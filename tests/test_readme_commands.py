@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONF_DIR, PROJECT_ROOT, run_cli
-from tests.tiny_runs import copy_run, help_page, offline_function_call_run
+from tests.helpers.commands import help_page, run_cli
+from tests.helpers.paths import CONF_DIR, PROJECT_ROOT
+from tests.helpers.runs import copy_run, offline_function_call_run
 
 README = PROJECT_ROOT / "README.md"
 # The docs pages whose commands are checked here: every page but the generated settings reference and the results and

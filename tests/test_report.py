@@ -13,6 +13,7 @@ import pytest
 from ao_calib.reporting.plot import group_keys, plot_run
 from ao_calib.reporting.report import main, records_frame, write_report
 from ao_calib.runs.records import RunDirError, find_run_dirs, load_run, load_runs, read_metrics, read_overrides
+from tests.helpers.fake_runs import make_run, metric_steps
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -23,60 +24,31 @@ def report_frame(root: Path) -> pd.DataFrame:
     return records_frame(load_runs(root))
 
 
-def _make_run(
-    run: Path,
-    overrides: list[str],
-    metrics: list[dict] | None = None,
-    summary: dict | None = None,
-    eval_metrics: dict | None = None,
-    tail: str = "",
-) -> Path:
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "config.yaml").write_text("trainer:\n  lr: 1.0e-05\n")
-    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    if metrics is not None:
-        (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics) + tail)
-    if summary is not None:
-        (run / "summary.json").write_text(json.dumps(summary))
-    if eval_metrics is not None:
-        (run / "eval.json").write_text(json.dumps({"metrics": eval_metrics, "num_samples": 50}))
-    return run
-
-
-def _steps(n: int, base: float) -> list[dict]:
-    return [
-        {"step": s, "loss": 0.1 / s, "reward": base + 0.01 * s, "reward_std": 0.1,
-         "rewards/tool_call_exact/mean": base, "rewards/tool_call_exact/std": 0.05,
-         "kl": 0.001 * s, "learning_rate": 1e-5}
-        for s in range(1, n + 1)
-    ]
-
-
 @pytest.fixture()
 def sweep(tmp_path: Path) -> Path:
     root = tmp_path / "multirun"
     root.mkdir()
     (root / "multirun.yaml").write_text("hydra: {}\n")
-    _make_run(
+    make_run(
         root / "trainer.beta=0.0,trainer.lr=1e-05",
         ["task=function_call", "trainer.beta=0.0", "trainer.lr=1e-05", "hydra.job.num=0"],
-        metrics=_steps(3, 0.4) + [{"step": 3, "eval/exact_match": 0.25}, {"step": 3, "train_runtime": 12.0}],
+        metrics=metric_steps(3, 0.4) + [{"step": 3, "eval/exact_match": 0.25}, {"step": 3, "train_runtime": 12.0}],
         summary={"status": "completed", "wall_time_s": 123.4, "final_metrics": {}, "git_commit": "abc"},
         eval_metrics={"exact_match": 0.3, "tool_call_function": 0.6},
     )
-    _make_run(
+    make_run(
         root / "trainer.beta=0.04,trainer.lr=1e-05",
         ["task=function_call", "trainer.beta=0.04", "+trainer.lr=1e-05", "hydra.job.num=1"],
-        metrics=_steps(2, 0.2) + [{"step": 3, "reward": None}],
+        metrics=metric_steps(2, 0.2) + [{"step": 3, "reward": None}],
         summary={"status": "failed", "wall_time_s": 5.0, "error": "RuntimeError: CUDA out of memory\nmore"},
     )
-    _make_run(  # killed mid-write: truncated last line, no summary
+    make_run(  # killed mid-write: truncated last line, no summary
         root / "trainer.beta=0.0,trainer.lr=1e-04",
         ["task=function_call", "trainer.beta=0.0", "++trainer.lr=1e-04", "hydra.job.num=2"],
-        metrics=_steps(4, 0.1),
+        metrics=metric_steps(4, 0.1),
         tail='{"step": 5, "loss": 0.0',
     )
-    _make_run(  # died before logging anything; "running" left behind by a dead process
+    make_run(  # died before logging anything; "running" left behind by a dead process
         root / "trainer.beta=0.04,trainer.lr=1e-04",
         ["task=function_call", "trainer.beta=0.04", "trainer.lr=1e-04", "hydra.job.num=3"],
         summary={"status": "running"},
@@ -152,8 +124,8 @@ def test_write_report_files(sweep: Path, tmp_path: Path) -> None:
 
 
 def test_reward_curves_without_metrics(tmp_path: Path) -> None:
-    _make_run(tmp_path / "a", ["x=1"], summary={"status": "failed", "error": "boom"})
-    _make_run(tmp_path / "b", ["x=2"], summary={"status": "completed"})
+    make_run(tmp_path / "a", ["x=1"], summary={"status": "failed", "error": "boom"})
+    make_run(tmp_path / "b", ["x=2"], summary={"status": "completed"})
     png = write_report(tmp_path)["png"].read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 0
 
@@ -213,7 +185,7 @@ def test_plot_run(sweep: Path, tmp_path: Path) -> None:
 
 
 def test_report_states_the_brier_decomposition(tmp_path: Path) -> None:
-    _make_run(tmp_path / "r", ["task=oracle"], metrics=_steps(2, 0.3) + [
+    make_run(tmp_path / "r", ["task=oracle"], metrics=metric_steps(2, 0.3) + [
                   {"step": 2, "stage": "train", "calibration/auroc": 0.61, "kl": 0.02, "advantage_std": 0.4},
                   {"step": 2, "stage": "warmup", "calibration/auroc": 0.99}],
               summary={"status": "completed", "wall_time_s": 1.0, "final_metrics": {}},

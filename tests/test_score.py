@@ -1,24 +1,10 @@
 """``python -m ao_calib.score``: BFCL cases with anyone's completions in, every field kept plus verdicts out."""
 
 import json
-from pathlib import Path
-
-from conftest import run_cli
 
 from ao_calib.score import main
-from ao_calib_tasks.function_call import bfcl
-
-FIXTURE = Path(__file__).parent / "data" / "bfcl"
-
-
-def _rows():
-    rows = []
-    for case in bfcl.load_cases(FIXTURE)[::6]:
-        ref = bfcl.reference_call_text(case["ground_truth"])
-        for completion in (ref, "Sure! " + ref):
-            rows.append({"id": case["id"], "question": case["question"], "function": case["function"],
-                         "possible_answer": case["ground_truth"], "completion": completion, "mine": 1})
-    return rows
+from tests.helpers.bfcl_rows import completion_rows
+from tests.helpers.commands import run_cli
 
 
 def _write(path, rows):
@@ -27,7 +13,7 @@ def _write(path, rows):
 
 
 def test_scores_keep_every_field_and_add_valid_and_components(tmp_path, capsys):
-    rows = _rows()
+    rows = completion_rows()
     source, target = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
     assert main(["task=function_call", f"input={source}", f"output={target}"]) == 0
     out = [json.loads(line) for line in target.read_text().splitlines()]
@@ -43,7 +29,7 @@ def test_scores_keep_every_field_and_add_valid_and_components(tmp_path, capsys):
 
 
 def test_bad_row_names_file_line_and_field_and_writes_nothing(tmp_path):
-    rows = _rows()
+    rows = completion_rows()
     rows[1] = {k: v for k, v in rows[1].items() if k != "completion"}
     source, target = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
     result = run_cli("ao_calib.score", "task=function_call", f"input={source}", f"output={target}")
@@ -61,7 +47,7 @@ def test_missing_or_unreadable_input_exits_2_naming_file_and_line(tmp_path, caps
     target = tmp_path / "out.jsonl"
     assert main(["task=function_call", f"input={tmp_path / 'absent.jsonl'}", f"output={target}"]) == 2
     assert f"input file not found: {tmp_path / 'absent.jsonl'}" in capsys.readouterr().err
-    rows = _rows()[:2]
+    rows = completion_rows()[:2]
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(rows[0]) + "\n\n{not json\n")
     assert main(["task=function_call", f"input={source}", f"output={target}"]) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ao_calib.config.compose import compose_run_config
 
-from tests.conftest import run_cli
+from tests.helpers.commands import run_cli
 
 # The design notes' hyperparameter table, as config keys.
 SEED_TABLE = {

@@ -9,14 +9,15 @@ import dataclasses
 import re
 
 import pytest
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ao_calib.config.help_text import registered_schemas, settings_page, settings_sections, topic_help
+from ao_calib.config.help_text import settings_page, settings_sections, topic_help
 from ao_calib.core.settings import HELP, help_of, nested_schema, type_hints
 from ao_calib.trainers.config import GRPOTrainerConfig
-from tests.conftest import PROJECT_ROOT, run_cli
-from tests.test_config import composed, options
+from tests.helpers.commands import run_cli
+from tests.helpers.configs import composed, options
+from tests.helpers.paths import PROJECT_ROOT
+from tests.helpers.schemas import every_registered_schema, schemas_in_use
 
 SETTINGS_PAGE = PROJECT_ROOT / "docs" / "reference" / "settings.md"
 HELP_LIMIT = 300  # characters: what a key does in one or two sentences
@@ -39,29 +40,6 @@ def test_settings_doc_writes_the_page_to_a_given_path(tmp_path):
     assert target.read_text() == settings_page()
 
 
-def schemas_in_use() -> set[type]:
-    """Every schema a shipped config builds on, nested ones included."""
-    top = [*registered_schemas("model").values(), *registered_schemas("trainer").values(),
-           *registered_schemas("warmup").values(), registered_schemas()["config"]]
-    for group in ("task", "judge"):
-        from ao_calib.config.help_text import plugin_schemas
-
-        top += plugin_schemas(group).values()
-    found: set[type] = set()
-
-    def walk(schema):
-        if schema in found:
-            return
-        found.add(schema)
-        for hint in type_hints(schema).values():
-            if (nested := nested_schema(hint)) is not None:
-                walk(nested)
-
-    for schema in top:
-        walk(schema)
-    return found
-
-
 def test_every_field_of_every_schema_has_help_text():
     missing = []
     for schema in schemas_in_use():
@@ -72,26 +50,6 @@ def test_every_field_of_every_schema_has_help_text():
             if not any(helps):
                 missing.append(f"{owner.__name__}.{field.name}")
     assert missing == []
-
-
-def every_registered_schema() -> set[type]:
-    """Every schema in Hydra's ConfigStore and every plug-in's, nested ones included."""
-    found = schemas_in_use()
-
-    def stored(node):
-        for value in node.values():
-            if isinstance(value, dict):
-                yield from stored(value)
-            else:
-                yield OmegaConf.get_type(value.node)
-
-    todo = [t for t in stored(ConfigStore.instance().repo) if isinstance(t, type) and dataclasses.is_dataclass(t)]
-    while todo:
-        schema = todo.pop()
-        if schema not in found:
-            found.add(schema)
-            todo += [n for hint in type_hints(schema).values() if (n := nested_schema(hint)) is not None]
-    return found
 
 
 def test_every_help_text_is_short():

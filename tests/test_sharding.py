@@ -15,7 +15,8 @@ import pytest
 from ao_calib.runtime import sharding
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
-from tests.conftest import CONF_DIR, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import CONF_DIR
 
 ZERO3 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}  # what accelerate launch sets
 
@@ -121,7 +122,7 @@ def test_prepare_under_an_fsdp2_launch_on_cpu_keeps_every_process_whole(tmp_path
     each with the main process's weights although the launch asks for ``cpu_ram_efficient_loading`` (whose
     weight broadcast is part of the FSDP preparation that does not run)."""
     from ao_calib.models import loading as models
-    from tests.test_distributed import spawn_two
+    from tests.helpers.processes import spawn_two
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     source = models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it

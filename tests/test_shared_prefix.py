@@ -137,7 +137,7 @@ def test_shuffle_by_prompt_keeps_each_prompts_rows_together():
 def test_a_grpo_stage_runs_each_prompt_once_per_loss_pass(tmp_path, monkeypatch, offline_env):
     """A real GRPO stage (tiny Qwen3, function calling): every micro-batch of its loss holds one prompt's rows,
     whose prefix runs once."""
-    from test_oracle_grpo import build_setup
+    from tests.helpers.trainers import build_setup
 
     from ao_calib.trainers import build_trainer
     from ao_calib.trainers import shared_prefix as module

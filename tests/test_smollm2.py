@@ -17,8 +17,9 @@ from ao_calib.core.errors import ResourceUnavailableError
 from ao_calib.models.gguf import MARKER, PackagedGGUF, conversion_lock, ensure_checkpoint, load_gguf
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering.layout import unwrap
-from tests.conftest import PROJECT_ROOT, run_cli
-from tests.tiny_runs import assert_ok, refusing_env
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.paths import PROJECT_ROOT
+from tests.helpers.runs import refusing_env
 
 pytestmark = pytest.mark.slow
 SMOLLM2_PARAMETERS = 134_515_008  # 30 layers, hidden size 576, embeddings tied to the output layer
@@ -119,7 +120,7 @@ def test_a_run_completes_offline_with_every_name_lookup_refused(smollm2_source, 
 
 
 def test_steering_is_aligned_in_every_grpo_pass_on_smollm2(smollm2_source, tmp_path):
-    from tests.test_oracle_grpo import OVERRIDES, build
+    from tests.helpers.trainers import OVERRIDES, build
 
     trainer, steering = build(tmp_path, ["model=smollm2_135m", "trainer.max_steps=2", "trainer.batch_size=2",
                                          "trainer.num_generations=2", "trainer.micro_batch_size=2",

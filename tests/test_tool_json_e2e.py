@@ -11,9 +11,9 @@ from ao_calib.config.compose import compose_run_config
 
 from ao_calib.models import loading as models
 from ao_calib.core.errors import AOCalibError
-from tests.conftest import run_cli
-from tests.test_e2e import assert_ok, read_jsonl
-from tests.test_oracle_grpo import build as build_trainer_from_config
+from tests.helpers.commands import assert_ok, run_cli
+from tests.helpers.files import read_jsonl
+from tests.helpers.trainers import build as build_trainer_from_config
 
 PPO_METRICS = {"ppo/policy_loss", "ppo/value_loss", "ppo/explained_variance", "ppo/kl", "ppo/clip_fraction",
                "rewards/format_reward/mean", "rewards/tool_reward/mean", "rewards/args_reward/mean",

@@ -7,16 +7,15 @@ there it may tie the right answer but never beat it; every mix sees every mistak
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from ao_calib.calibration import CalibrationConfig
 from ao_calib_tasks.tool_json.rewards import REWARD_FUNCTIONS, make_calibrated_args
+from tests.helpers.reward_order import shipped_mixes, with_mixes
 
-REWARD_DIR = Path(__file__).resolve().parents[1] / "conf" / "reward"
 CALIBRATED = "calibrated_args"
+COMPONENTS = set(REWARD_FUNCTIONS) | {CALIBRATED}  # every reward a tool_json run can weigh
 
 
 def call(tool: str, key: str, value: str) -> str:
@@ -71,26 +70,8 @@ def reward_scores(texts: list[str], row: dict) -> dict[str, list[float]]:
     return scores
 
 
-def shipped_mixes() -> dict[str, dict[str, float]]:
-    """Every weighting a tool_json run can train on: each mix file's weights, and each curriculum phase."""
-    components = set(REWARD_FUNCTIONS) | {CALIBRATED}
-    mixes = {}
-    for path in sorted(REWARD_DIR.glob("*.yaml")):
-        cfg = OmegaConf.load(path)
-        weightings = [cfg.get("weights") or {}] + [p.weights for p in cfg.get("phases") or []]
-        for i, weights in enumerate(weightings):
-            weights = dict(weights)
-            if weights and set(weights) <= components:
-                mixes[f"{path.stem}[{i}]"] = weights
-    return mixes
-
-
-def mixed(scores: dict[str, list[float]], weights: dict[str, float]) -> list[float]:
-    return [sum(w * scores[k][i] for k, w in weights.items()) for i in range(len(next(iter(scores.values()))))]
-
-
 def test_every_shipped_mix_is_covered():
-    assert {name.split("[")[0] for name in shipped_mixes()} >= {"tool_json", "calibrated_tool_json"}
+    assert {name.split("[")[0] for name in shipped_mixes(COMPONENTS)} >= {"tool_json", "calibrated_tool_json"}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -98,7 +79,7 @@ def test_the_right_answer_earns_strictly_more_than_any_mistake(case):
     row, right, unknown_tool, wrong_argument = CASES[case]
     wrong = mistakes(right, unknown_tool, wrong_argument)
     scores = reward_scores([right, *wrong.values()], row)
-    rewards = {**scores, **{f"mix {name}": mixed(scores, w) for name, w in shipped_mixes().items()}}
+    rewards = with_mixes(scores, COMPONENTS)
     for name, values in rewards.items():
         best, others = values[0], dict(zip(wrong, values[1:]))
         assert best == max(values), (name, case, values)

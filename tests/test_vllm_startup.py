@@ -9,7 +9,7 @@ import pytest
 
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
-from conftest import run_cli
+from tests.helpers.commands import run_cli
 
 NO_VLLM = importlib.util.find_spec("vllm") is None
 

@@ -27,8 +27,9 @@ from ao_calib.core.errors import AOCalibError, MissingDataFileError
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runs.checkpoints import checkpoint_problem, resolve_checkpoint, start_point
 from ao_calib.runs.records import load_run
-from tests.conftest import PROJECT_ROOT, run_cli
-from tests.faults.background_run import BackgroundRun
+from tests.helpers.background_run import BackgroundRun
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import PROJECT_ROOT
 
 # --------------------------------------------------------------------------------------------- bad values
 

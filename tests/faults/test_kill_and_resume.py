@@ -1,5 +1,5 @@
 """Runs killed as a cluster or a user kills them, then resumed: real ``python -m ao_calib.run`` processes on the
-tiny Qwen3 (forked from the test's command server, tests/cli_zygote.py), signals sent by ``os.kill`` at points
+tiny Qwen3 (forked from the test's command server, tests/helpers/cli_zygote.py), signals sent by ``os.kill`` at points
 read from the run's own files."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.runs.records import load_run, read_metrics
-from tests.conftest import run_cli
-from tests.faults.background_run import BackgroundRun
+from tests.helpers.background_run import BackgroundRun
+from tests.helpers.commands import run_cli
 
 TIMEOUT_S = 900  # per phase: generous, for a loaded CI machine
 

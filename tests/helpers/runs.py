@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import PROJECT_ROOT, run_cli
+from tests.helpers.commands import assert_ok
+from tests.helpers.paths import PROJECT_ROOT
 
 # Refuses (and records) every name lookup but the loopback's, in the process and any child it starts.
 REFUSE_LOOKUPS = '''
@@ -27,10 +28,6 @@ socket.getaddrinfo = _refuse
 # What the session's environment sets for every test; the run must get there by itself.
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE",
                      "HF_HUB_DISABLE_TELEMETRY", "WANDB_ERROR_REPORTING", "WANDB_API_KEY")
-
-
-def assert_ok(result):
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
 
 
 def refusing_env(root: Path) -> dict[str, str]:
@@ -68,11 +65,3 @@ def copy_run(run: Path, to: Path) -> Path:
     to.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(run, to, symlinks=True)
     return to
-
-
-@functools.cache
-def help_page(module: str, *args: str) -> subprocess.CompletedProcess:
-    """``python -m MODULE ARGS`` for ARGS that ask for a --help page, in the test environment: run once per test
-    process for every test that reads that page (it writes nothing, so each reader gets the same output)."""
-    assert "--help" in args, args
-    return run_cli(module, *args)
