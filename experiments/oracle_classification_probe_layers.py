@@ -17,15 +17,16 @@ import numpy as np
 
 from experiments.oracle_reading_loop import oracle_and_data
 from ao_calib_tasks.oracle import confidence_baselines as cb
-from ao_calib_tasks.oracle.task import activation_id
+from ao_calib_tasks.oracle.rows import activation_id
 
 
 def probe_accuracy(seed: int, percent: int, overrides: list[str]) -> dict[str, float]:
     _, _, _, task, _ = oracle_and_data([
         "experiment=oracle_smollm2_classification", f"trainer.seed={seed}", f"task.layer_percents=[{percent}]",
         "task.data.eval_split=validation", *overrides])
-    rows = task._test_rows
-    _, correct = cb.probe_baseline_rows(task._steering.store, task._train_rows, rows, task._layers, activation_id,
+    built = task.built
+    rows = built.test_rows
+    _, correct = cb.probe_baseline_rows(built.steering.store, built.train_rows, rows, built.layers, activation_id,
                                         task.config.baselines_probe_c, task.data_seed)
     by_dataset: dict[str, list[float]] = defaultdict(list)
     for row, hit in zip(rows, correct):

@@ -5,7 +5,8 @@ after its tag, and of the row's label (c, the term's target), beside the number 
 For each of ``--rows`` training rows of each kind (the oracle task's own rows, as a run builds them), the oracle's
 prompt under ``own`` activations is followed by ``[epistemic status: 50]`` and the next token's probabilities of
 " Yes" and " No" are read; and by the tag's text before its number for the number's first token (its expected
-value, each first token read as the number of ``task.sft_confidences`` it begins, as the warm-up's term reads it).
+value, each first token read as the number of ``task.warmup_rows.confidences`` it begins, as the warm-up's term reads
+it).
 A label drawn by a coin makes c near 0 or 1 on a row the oracle answers firmly, though its mean is about 0.5:
 ``warmup.calibration_expected_over_draw`` takes the mean over the coin instead.
 
@@ -57,7 +58,7 @@ def main() -> None:
                   for name, group in groups.items() for kind in sorted({r["kind"] for r in rows})}
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in (" Yes", " No"))
     # each number's first token, the number it stands for, and the tag's text before it, as the warm-up reads them
-    numbers_read = number_tokens(tokenizer, set(cfg.task.sft_confidences))
+    numbers_read = number_tokens(tokenizer, set(cfg.task.warmup_rows.confidences))
     result: dict = {"seed": args.seed, "adapter": args.adapter}
     with torch.no_grad():
         for name, group in groups.items():

@@ -14,7 +14,7 @@ on readable and unreadable rows, and that number's AUROC for readability: a gree
 distribution until the shift crosses the mode.
 
     python -m experiments.oracle_confidence_probe --seed 42 [--adapter RUN/warmup/checkpoints/checkpoint-200]
-        [--layers 10 20 30] [--train-rows 800] [override ...]   # e.g. task.sft_open_unstated=true
+        [--layers 10 20 30] [--train-rows 800] [override ...]   # e.g. task.warmup_rows.open_unstated=true
 
 Without ``--adapter`` it probes the base model with the activations injected (what a fresh LoRA starts from). The
 same ``trainer.seed`` and task overrides as the run that trained the adapter give the same rows. One torch thread

@@ -6,7 +6,7 @@ none of the pipeline's cost (no tag, no generation): it separates reading from e
 does.
 
 Each step trains on ``--batch`` rows of the warm-up's rows, in a seeded shuffle; the rows that
-``task.sft_open_fraction`` asks as open questions ("What is the user's mood?") are trained on the fact's first
+``task.warmup_rows.open_fraction`` asks as open questions ("What is the user's mood?") are trained on the fact's first
 token, the others on Yes/No. Every ``--every`` steps it scores ``--eval-rows`` validation rows, readable and
 unreadable apart, under ``own`` (the prompt's activations) and ``none`` (the task's random vectors of the same
 norms):
@@ -15,10 +15,10 @@ norms):
   (softmax over Yes/No), its mean per kind and readability and its AUROC against being right: does the reader
   know when it has read?
 - open: the fact whose first token has the highest logit among the kind's values (and "not stated" with
-  ``task.sft_open_unstated``), against the row's fact (or "not stated" for an unstated one, with that option).
+  ``task.warmup_rows.open_unstated``), against the row's fact (or "not stated" for an unstated one, with that option).
 
     python -m experiments.oracle_reading_loop --steps 200 --seed 1 --out curve.jsonl [--experiment oracle_smollm2]
-        [--lr 3e-4] [override ...]        # e.g. task.sft_open_fraction=0 task.activations.k=28
+        [--lr 3e-4] [override ...]        # e.g. task.warmup_rows.open_fraction=0 task.activations.k=28
 
 ``--seed`` is ``trainer.seed`` (data, splits and shuffles) and the training seed; ``task.data.eval_split`` is
 validation. One line per evaluation is printed and written to ``--out``. One torch thread unless OMP_NUM_THREADS
@@ -93,8 +93,9 @@ def main() -> None:
     train = task.warmup_data(cfg.warmup, model, tokenizer, data, run_dir=None).train.to_list()
     steering = data.steering
     yes, no = (tokenizer.encode(w, add_special_tokens=False)[0] for w in ("Yes", "No"))
-    # with task.sft_open_unstated an open question about an unstated fact is answered "not stated"
-    values = {kind: names + ([NOT_STATED] if cfg.task.sft_open_unstated else []) for kind, names in VALUES.items()}
+    # with task.warmup_rows.open_unstated an open question about an unstated fact is answered "not stated"
+    values = {kind: names + ([NOT_STATED] if cfg.task.warmup_rows.open_unstated else [])
+              for kind, names in VALUES.items()}
     first = {kind: [tokenizer.encode(v, add_special_tokens=False)[0] for v in names]
              for kind, names in values.items()}
     for kind, ids in first.items():
@@ -119,7 +120,7 @@ def main() -> None:
                 scored: list[tuple[float, bool]] = []
                 rng = random.Random(0)
                 for i in range(0, len(rows), 32):
-                    chunk = [task.asked_openly(r, rng) if form == "open" else r for r in rows[i:i + 32]]
+                    chunk = [task.asked_openly(r, rng, data) if form == "open" else r for r in rows[i:i + 32]]
                     logits = last_logits(chunk, condition)
                     for row, out in zip(chunk, logits):
                         group = row["kind"] + ("" if row["readable"] else "_unstated")

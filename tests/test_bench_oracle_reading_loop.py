@@ -9,7 +9,7 @@ from tests.helpers.commands import run_cli
 def test_the_reading_loop_scores_every_kind_of_the_quickstart_bed(tmp_path):
     out = tmp_path / "curve.jsonl"
     result = run_cli("experiments.oracle_reading_loop", "--experiment", "quickstart", "--steps", "2", "--every", "2",
-                     "--eval-rows", "24", "--seed", "3", "--out", str(out), "task.sft_open_fraction=0.5",
+                     "--eval-rows", "24", "--seed", "3", "--out", str(out), "task.warmup_rows.open_fraction=0.5",
                      "task.data.generate.n_train_prompts=24", "task.data.generate.n_validation_prompts=12",
                      "task.data.generate.n_test_prompts=12")
     assert result.returncode == 0, result.stderr[-3000:]

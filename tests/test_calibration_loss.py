@@ -46,11 +46,11 @@ def test_numbers_sharing_a_first_digit_are_refused_at_start_up_by_key():
 
     base = ["experiment=oracle_smollm2", "warmup.confidence_loss=calibration"]
     check_confidence_loss(compose_run_config(base))  # the preset's numbers (0, 20, 30, ..., 100): distinct first digits
-    with pytest.raises(AOCalibError, match=r"task.sft_confidences=\[0, 10, 100\] cannot run with "
+    with pytest.raises(AOCalibError, match=r"task.warmup_rows.confidences=\[0, 10, 100\] cannot run with "
                                            r"warmup.confidence_loss=calibration: 10 and 100"):
-        check_confidence_loss(compose_run_config([*base, "task.sft_confidences=[0,10,100]"]))
+        check_confidence_loss(compose_run_config([*base, "task.warmup_rows.confidences=[0,10,100]"]))
     check_confidence_loss(compose_run_config(["experiment=oracle_smollm2", "warmup.confidence_loss=cross_entropy",
-                                              "task.sft_confidences=[0,10,100]"]))
+                                              "task.warmup_rows.confidences=[0,10,100]"]))
     with pytest.raises(ValueError, match="confidence_loss=calibration: out of range with confidence_in_loss=false"):
         SFTTrainerConfig(confidence_loss=ConfidenceLoss.calibration, confidence_in_loss=False)
     with pytest.raises(ValueError, match="calibration_expected_over_draw=true: out of range with "

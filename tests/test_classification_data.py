@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from ao_calib.core.errors import AOCalibError, DataValidationError
-from ao_calib_tasks.oracle import classification as cls
 from ao_calib_tasks.oracle.classification import (
     DATASETS,
     FILE_DATASETS,
@@ -23,6 +22,7 @@ from ao_calib_tasks.oracle.classification import (
     load_classification,
     load_suite,
 )
+from ao_calib_tasks.oracle.classification_files import ner_sentences
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ao_classification"
 # Slices of the real reference files (adamkarvonen/activation_oracles, MIT): see that folder's README.md.
@@ -189,7 +189,7 @@ def test_ag_news_context_and_topics():
 
 
 def test_ner_entities_and_latin1_fallback():
-    sentences = dict(cls._ner_sentences(FIXTURES / "ner" / "ner.csv"))
+    sentences = dict(ner_sentences(FIXTURES / "ner" / "ner.csv"))
     assert sentences["Alice Walker visited Paris ."] == ["Alice Walker", "Paris"]
     assert sentences["The United Nations met in Geneva on Monday ."] == ["United Nations", "Geneva", "Monday"]
     assert sentences["Zo\u00eb moved to Lisbon ."] == ["Zo\u00eb", "Lisbon"]  # latin-1 byte decoded

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib.core.errors import DataValidationError, MissingDataFileError
-from ao_calib_tasks.oracle import classification as cls
+from ao_calib_tasks.oracle import classification_catalog as catalog
 from ao_calib_tasks.oracle.classification import (
     ENGELS_DATASETS,
     ENGELS_PROBES,
@@ -76,7 +76,7 @@ def test_shipped_data_dir_is_the_clones_copy_and_tracked_by_git():
 
 def test_shipped_data_dir_missing_names_the_setting(monkeypatch, tmp_path):
     # as in a non-editable install: the module sits in site-packages, with no data/ beside it
-    monkeypatch.setattr(cls, "__file__", str(tmp_path / "site-packages" / "ao_calib_tasks" / "oracle" / "x.py"))
+    monkeypatch.setattr(catalog, "__file__", str(tmp_path / "site-packages" / "ao_calib_tasks" / "oracle" / "x.py"))
     with pytest.raises(ClassificationDataUnavailable) as err:
         shipped_data_dir()
     assert "task.classification.data_dir" in str(err.value) and "clone" in str(err.value)

@@ -26,8 +26,9 @@ ANSWERING = ("mode", "warmup", "probe")
 
 def test_the_classification_source_gives_the_task_disjoint_capped_splits_with_their_dataset():
     task = build_task(compose_run_config(["experiment=oracle_tiny", *SOURCE]))
-    train, test = task._rows()
-    splits = {"train": train, "validation": task._validation_rows, "test": test}
+    source = task.source_rows()
+    train, test = source.train, source.test
+    splits = {"train": train, "validation": source.validation, "test": test}
     prompts = {name: {r["prompt"] for r in rows} for name, rows in splits.items()}
     assert not prompts["train"] & prompts["validation"] and not prompts["train"] & prompts["test"]
     assert not prompts["validation"] & prompts["test"]
@@ -41,7 +42,7 @@ def test_the_classification_source_gives_the_task_disjoint_capped_splits_with_th
     assert {d for d in Counter(r["dataset"] for r in test) if is_engels(d)} == {
         "engels_headline_istrump", "engels_hist_fig_ismale", "engels_news_class_politics",
         "engels_wikidata_isjournalist"}
-    assert not any(is_engels(r["dataset"]) for r in train + task._validation_rows)
+    assert not any(is_engels(r["dataset"]) for r in train + source.validation)
     # every in-distribution question is asked in one of its paraphrases, not always the first
     assert len({r["question"] for r in train if r["dataset"] == "tense"}) > 3
 
@@ -52,7 +53,7 @@ def test_bad_classification_settings_are_refused_naming_the_key():
                                        "task.data.classification.fractions=[0.5,0.5,0.5]"]))
     with pytest.raises(Exception, match="task.data.classification.datasets"):
         build_task(compose_run_config(["experiment=oracle_tiny", *SOURCE,
-                                       "task.data.classification.datasets=[no_such_set]"]))._rows()
+                                       "task.data.classification.datasets=[no_such_set]"])).source_rows()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
     expected = set(SUITE) | ({"logprob_platt"} if "logprob_platt" in final["baselines"] else set())
     from ao_calib.config.compose import load_run_config
 
-    assert len(own) == len(build_task(load_run_config(out / "config.yaml"))._rows()[1])  # every test row
+    assert len(own) == len(build_task(load_run_config(out / "config.yaml")).source_rows().test)  # every test row
     for row in own:
         assert set(row["baselines"]) == expected and all(0 <= v <= 1 for v in row["baselines"].values())
         assert set(row["baseline_correct"]) == set(ANSWERING)
@@ -103,8 +104,8 @@ def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classificat
 
     out, _ = classification_run
     task = build_task(load_run_config(out / "config.yaml"))
-    task._rows()
-    validation_statement = task._validation_rows[0]["prompt"]
+    validation = task.source_rows().validation
+    validation_statement = validation[0]["prompt"]
     engels = tmp_path / "5_hist_fig_ismale.csv"
     with engels.open("w", newline="") as f:
         csv.writer(f).writerows([("prompt", "prompt_len", "target"), ("Marie Curie", 3, 0), ("Isaac Newton", 3, 1),
@@ -119,7 +120,7 @@ def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classificat
     assert report["per_dataset"]["ood_datasets"] == ["engels_hist_fig_ismale"]
     assert {"mode", "text_rule", "probe"} <= report["baselines"].keys()
     assert all({"mode", "text_rule", "probe"} <= r["baselines"].keys() for r in scored)
-    assert f"1 of the {len(task._validation_rows)} validation rows are among the rows scored" in caplog.text
+    assert f"1 of the {len(validation)} validation rows are among the rows scored" in caplog.text
     if "logprob_platt" in report["baselines"]:  # fitted unless every validation answer was right (or wrong)
         assert report["baselines"]["logprob_platt"]["validation_rows_scored_too"] == 1
     # a malformed file is refused before any model loads, naming the file and the field

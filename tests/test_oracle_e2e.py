@@ -126,7 +126,7 @@ def test_oracle_pipeline_run_directory(tmp_path):
     cli = json.loads((out / "eval_cli.json").read_text())
     assert cli["num_samples"] == 4 and "ece" in cli["metrics"] and "control" in cli["variants"]
     assert "eval.confidence_decoding=expected" in cli["decoding"]
-    scale = set(OmegaConf.load(out / "config.yaml").task.sft_confidences)
+    scale = set(OmegaConf.load(out / "config.yaml").task.warmup_rows.confidences)
     assert all(r["scores"]["confidence"] is None or round(100 * r["scores"]["confidence"]) in scale
                for r in read_jsonl(out / "eval_predictions_cli.jsonl"))
     # ... or as that mean itself (eval.confidence_decoding=mean): a whole number, and every tag opened is closed

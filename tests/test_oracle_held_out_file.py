@@ -50,7 +50,8 @@ def test_a_labelled_file_is_scored_with_the_runs_own_vectors_centre_and_control_
                                                                                      monkeypatch):
     cfg = load_run_config(saved_run / "config.yaml")
     assert cfg.task.activations.center and not cfg.task.data.test_path
-    train, own = build_task(cfg)._rows()  # the run's own splits (generated from its seed)
+    source = build_task(cfg).source_rows()  # the run's own splits (generated from its seed)
+    train, own = source.train, source.test
     # the file: the run's held-out rows in another order, and new questions about two of their prompts
     new = [{"prompt": own[i]["prompt"], "question": f"Is this text number {i} of the file?", "answer": answer}
            for i, answer in ((0, "Yes"), (3, "No"))]

@@ -47,7 +47,7 @@ def test_the_platt_baseline_is_a_logistic_fit_on_the_validation_rows_applied_to_
                                 f"{r['answer'] if i % 2 == 0 else flip[r['answer']]}" for i, r in enumerate(rows)]
         return asked["completions"]
 
-    out = task._logprob_platt_baseline(model, tokenizer, answer_validation, run_dir, RunDir.FINAL)
+    out = task.baselines().logprob_platt(model, tokenizer, answer_validation, run_dir, RunDir.FINAL)
     validation, completions = asked["rows"], asked["completions"]
     assert len(validation) == 16 and {r["source_id"] for r in validation}.isdisjoint(r["source_id"] for r in data.test)
     correct = [float(yes_no(c.split("] ")[1]) == yes_no(r["answer"])) for r, c in zip(validation, completions)]

@@ -10,7 +10,7 @@ import pytest
 from ao_calib.config.compose import compose_run_config
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
 from ao_calib.task_api import build_task
-from ao_calib_tasks.oracle.task import checked_against_reference
+from ao_calib_tasks.oracle.rows import checked_against_reference
 
 TEXT = "I feel positive today: the sun is out over Rome."
 

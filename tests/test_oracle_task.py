@@ -84,7 +84,7 @@ def test_calibration_reward_function_scores_and_logs():
 
 
 def test_a_row_that_names_the_answers_its_label_was_drawn_from_is_scored_by_the_mean_over_them():
-    """task.rl_expected_over_draw: the judge scores the answer against each answer the label could have been and
+    """task.rl_rows.expected_over_draw: the judge scores the answer against each answer the label could have been and
     the row takes the mean (a yes/no answer 0.5 whichever the label is; another answer 0); a row naming none, or
     a batch without the column, is scored against its label; a failed judgment of any of them masks the row."""
     reward = make_oracle_reward(LabelJudge(), CalibrationConfig(lam=0.5))
@@ -176,11 +176,12 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
     from ao_calib.calibration import CONFIDENCE_INSTRUCTION
     from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.task import activation_id
+    from ao_calib_tasks.oracle.rows import activation_id, oracle_row
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"task.prompt.confidence_instruction={str(asked).lower()}"])
-    row = build_task(cfg)._oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
-                                      {activation_id("p"): {1: torch.zeros(3, 4)}}, (1, 80))
+    row = oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
+                     {activation_id("p"): {1: torch.zeros(3, 4)}}, (1, 80), build_task(cfg).config.prompt
+                     .confidence_instruction)
     assert row["prompt"][-1]["content"].endswith(CONFIDENCE_INSTRUCTION) is asked
     assert "Is it?" in row["prompt"][-1]["content"]
 
@@ -188,11 +189,11 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
 def test_format_warmup_tags_answers_with_the_hit_rate_of_their_kind():
     """warmup.confidence=kind_mean: an answer's tag is the judge's mean score over its kind's own answers, which
     the oracle can know before answering (the answer's own score it cannot); masked answers stay untagged."""
-    from ao_calib_tasks.oracle.task import _kind_means
+    from ao_calib_tasks.oracle.format_warmup import kind_means
 
     kinds = ["mood", "topic", "mood", "topic", "mood", "city"]
     scores = [0.95, 0.05, 0.95, 0.95, None, 0.05]
-    assert _kind_means(kinds, scores) == [0.95, 0.5, 0.95, 0.5, None, 0.05]
+    assert kind_means(kinds, scores) == [0.95, 0.5, 0.95, 0.5, None, 0.05]
 
 
 def test_the_none_condition_injects_random_vectors_with_the_norms_of_the_own_ones():
@@ -370,26 +371,29 @@ def test_the_oracle_never_reads_the_skipped_leading_tokens(tmp_path):
 
 @pytest.mark.parametrize("readable_only", [False, True])
 def test_the_sft_warmup_can_train_on_readable_rows_alone(tmp_path, readable_only):
-    """task.sft_readable_only: warmup=sft trains only on rows whose fact the prompt states (rows without the field
-    count as readable); without it, on every row; the main stage and the held-out split always keep every row."""
+    """task.warmup_rows.readable_only: warmup=sft trains only on rows whose fact the prompt states (rows without the
+    field count as readable); without it, on every row; the main stage and the held-out split always keep every
+    row."""
     import datasets
     from omegaconf import OmegaConf
 
     from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import TaskData, build_task
+    from ao_calib_tasks.oracle.steering import ActivationSteering
 
-    cfg = compose_run_config(["experiment=oracle_tiny", f"task.sft_readable_only={str(readable_only).lower()}",
+    cfg = compose_run_config(["experiment=oracle_tiny", f"task.warmup_rows.readable_only={str(readable_only).lower()}",
                               f"paths.cache_dir={tmp_path}"])
     task = build_task(cfg)
     rows = [{"question": f"q{i}", "readable": flag} for i, flag in enumerate([True, False, None, True, False])]
-    data = TaskData(train=datasets.Dataset.from_list(rows), test=datasets.Dataset.from_list(rows))
+    data = TaskData(train=datasets.Dataset.from_list(rows), test=datasets.Dataset.from_list(rows),
+                    steering=ActivationSteering({}, placeholder_id=0))
     sft = task.warmup_data(OmegaConf.create({"name": "sft"}), None, None, data, None)
     assert sft.train["question"] == (["q0", "q2", "q3"] if readable_only else [r["question"] for r in rows])
     assert len(sft.test) == len(rows)
 
 
 def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
-    """task.sft_open_fraction: that share of the warm-up rows whose fact is known is asked as an open question
+    """task.warmup_rows.open_fraction: that share of the warm-up rows whose fact is known is asked as an open question
     whose target is the fact, with the same activations, layer, placeholders and drawn confidence; rows without a
     fact (no city named), the held-out split and the main stage keep their yes/no questions; out of range: refused."""
     from omegaconf import OmegaConf
@@ -400,7 +404,7 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.generate import OPEN_QUESTIONS
 
-    cfg = compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=0.5",
+    cfg = compose_run_config(["experiment=oracle_tiny", "task.warmup_rows.open_fraction=0.5",
                               "task.data.generate.questions_per_prompt=3", f"paths.cache_dir={tmp_path}"])
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     task = build_task(cfg)
@@ -421,13 +425,13 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
         text = a["prompt"][0]["content"]
         assert text.endswith(a["question"]) and text.count(" ?") == b["prompt"][0]["content"].count(" ?")
     assert {a["answer"] for b, a in zip(before, after) if a["question"] == b["question"]} <= {"Yes", "No"}
-    with pytest.raises(Exception, match="sft_open_fraction"):
-        compose_run_config(["experiment=oracle_tiny", "task.sft_open_fraction=1.5"])
+    with pytest.raises(Exception, match="warmup_rows.open_fraction"):
+        compose_run_config(["experiment=oracle_tiny", "task.warmup_rows.open_fraction=1.5"])
 
 
 def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
     """The training rows oracle_tiny builds (70 % of facts stated) and the rows its SFT warm-up trains on with
-    sft_readable_only and sft_open_fraction=0.5, plus ``overrides``."""
+    warmup_rows.readable_only and warmup_rows.open_fraction=0.5, plus ``overrides``."""
     from omegaconf import OmegaConf
 
     from ao_calib.models import loading as models
@@ -435,7 +439,7 @@ def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
     from ao_calib.task_api import build_task
 
     cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
-                              "task.sft_readable_only=true", "task.sft_open_fraction=0.5", *overrides,
+                              "task.warmup_rows.readable_only=true", "task.warmup_rows.open_fraction=0.5", *overrides,
                               f"paths.cache_dir={tmp_path}"])
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     task = build_task(cfg)
@@ -445,14 +449,14 @@ def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
 
 
 def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
-    """task.sft_open_unstated with sft_readable_only: every readable row stays as it was (yes/no or open, the same
-    rows sft_open_fraction chose without the option) and every unstated row is asked as the open question about its
-    fact, answered "not stated", never as its coin-flip yes/no question."""
+    """task.warmup_rows.open_unstated with warmup_rows.readable_only: every readable row stays as it was (yes/no or
+    open, the same rows warmup_rows.open_fraction chose without the option) and every unstated row is asked as the
+    open question about its fact, answered "not stated", never as its coin-flip yes/no question."""
     from ao_calib.calibration import parse_epistemic_status
     from ao_calib_tasks.oracle.generate import NOT_STATED, OPEN_QUESTIONS
 
     built, without = readable_only_warmup(tmp_path)
-    _, with_unstated = readable_only_warmup(tmp_path, "task.sft_open_unstated=true")
+    _, with_unstated = readable_only_warmup(tmp_path, "task.warmup_rows.open_unstated=true")
     unstated = [r for r in built if r["readable"] is False]
     assert unstated and all(r["readable"] is not False for r in without)
     assert [r for r in with_unstated if r["readable"] is not False] == without
@@ -464,14 +468,14 @@ def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
 
 
 def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(tmp_path):
-    """task.sft_unstated_tag_only with sft_readable_only: the readable rows stay exactly as without it (yes/no or
-    open, the same draws) with the answer in the loss; every unstated row comes back as its own yes/no question
-    marked answer_in_loss=false (its coin-flip answer leaves the loss, its tag stays); with sft_open_unstated:
-    refused."""
+    """task.warmup_rows.unstated_tag_only with warmup_rows.readable_only: the readable rows stay exactly as without it
+    (yes/no or open, the same draws) with the answer in the loss; every unstated row comes back as its own yes/no
+    question marked answer_in_loss=false (its coin-flip answer leaves the loss, its tag stays); with
+    warmup_rows.open_unstated: refused."""
     from ao_calib.config.compose import compose_run_config
 
     built, without = readable_only_warmup(tmp_path)
-    _, with_unstated = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
+    _, with_unstated = readable_only_warmup(tmp_path, "task.warmup_rows.unstated_tag_only=true")
     unstated = [r for r in built if r["readable"] is False]
     readable = [r for r in with_unstated if r["readable"] is not False]
     assert unstated and all(r["answer_in_loss"] and r["answer_drawn_from"] == [] for r in readable)
@@ -482,12 +486,14 @@ def test_the_sft_warmup_can_keep_unstated_rows_with_their_tag_alone_in_the_loss(
     # the label of a row the oracle cannot read is Yes or No with probability 1/2 (warmup.calibration_expected_over_draw)
     assert all(r["answer_in_loss"] is False and r["answer"] in ("Yes", "No")
                and r["answer_drawn_from"] == ["Yes", "No"] for r in kept)
-    with pytest.raises(Exception, match="sft_unstated_tag_only=true: out of range with sft_open_unstated=true"):
-        compose_run_config(["experiment=oracle_tiny", "task.sft_unstated_tag_only=true", "task.sft_open_unstated=true"])
+    with pytest.raises(Exception, match="task.warmup_rows.unstated_tag_only=true: out of range with "
+                                        "warmup_rows.open_unstated=true"):
+        compose_run_config(["experiment=oracle_tiny", "task.warmup_rows.unstated_tag_only=true",
+                            "task.warmup_rows.open_unstated=true"])
 
 
 def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alone_in_the_loss(tmp_path, monkeypatch):
-    """task.sft_none_fraction: the warm-up's own rows stay exactly as without it (the same open-question draws);
+    """task.warmup_rows.none_fraction: the warm-up's own rows stay exactly as without it (the same open-question draws);
     copies of its yes/no rows, that share of the whole, inject random vectors of the norms of the row's own (the
     same vectors every time), stay yes/no questions and keep their answer out of the loss. Refused without an SFT
     warm-up."""
@@ -496,18 +502,20 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
     from ao_calib.config.compose import compose_run_config
     from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.task import NONE_ID_PREFIX, OracleTask
+    from ao_calib_tasks.oracle.rows import NONE_ID_PREFIX
+    from ao_calib_tasks.oracle.task import OracleTask
 
-    built, without = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true")
+    built, without = readable_only_warmup(tmp_path, "task.warmup_rows.unstated_tag_only=true")
     seen, original = [], OracleTask.warmup_data
     # the task itself, to read the vectors its steering holds
     monkeypatch.setattr(OracleTask, "warmup_data", lambda self, *a: seen.append(self) or original(self, *a))
-    _, rows = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
+    tag_only, none = "task.warmup_rows.unstated_tag_only=true", "task.warmup_rows.none_fraction=0.2"
+    _, rows = readable_only_warmup(tmp_path, tag_only, none)
     noise = [r for r in rows if r["activation_id"].startswith(NONE_ID_PREFIX)]
     assert [r for r in rows if r not in noise] == without
     assert len(noise) / len(rows) == pytest.approx(0.2, abs=1 / len(rows))
     yes_no = {(r["activation_id"], r["question"], r["answer"]) for r in built}  # each before any open question
-    store = seen[-1]._steering.store
+    store = seen[-1].built.steering.store
     for row in noise:
         assert (row["activation_id"][len(NONE_ID_PREFIX):], row["question"], row["answer"]) in yes_no
         assert row["answer_in_loss"] is False and row["readable"] is False
@@ -516,17 +524,17 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
         own = store[row["activation_id"][len(NONE_ID_PREFIX):]][row["source_layer"]]
         assert injected.shape == own.shape and not torch.allclose(injected, own)
         assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
-    _, again = readable_only_warmup(tmp_path, "task.sft_unstated_tag_only=true", "task.sft_none_fraction=0.2")
+    _, again = readable_only_warmup(tmp_path, tag_only, none)
     assert again == rows
     for overrides in (["warmup=format"], ["trainer=grpo"]):  # the last: no warm-up
-        with pytest.raises(AOCalibError, match="task.sft_none_fraction=0.2 adds rows to an SFT warm-up"):
+        with pytest.raises(AOCalibError, match="task.warmup_rows.none_fraction=0.2 adds rows to an SFT warm-up"):
             build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label",
-                                           "task.sft_none_fraction=0.2", *overrides]))
+                                           "task.warmup_rows.none_fraction=0.2", *overrides]))
 
 
 def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage_only(tmp_path):
-    """task.rl_unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
-    until they make that share; task.rl_none_fraction then adds copies whose activation id names random vectors
+    """task.rl_rows.unreadable_fraction keeps every training row about an unstated fact and leaves readable ones out
+    until they make that share; task.rl_rows.none_fraction then adds copies whose activation id names random vectors
     with the norms of the row's own (per position). Only the main stage sees either: the warm-up and the held-out
     split keep the rows build_data made."""
     import torch
@@ -535,10 +543,11 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.task import NONE_ID_PREFIX
+    from ao_calib_tasks.oracle.rows import NONE_ID_PREFIX
 
-    cfg_overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8", "task.rl_none_fraction=0.25",
-                     "task.rl_unreadable_fraction=0.4", f"paths.cache_dir={tmp_path}"]
+    cfg_overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",
+                     "task.rl_rows.none_fraction=0.25", "task.rl_rows.unreadable_fraction=0.4",
+                     f"paths.cache_dir={tmp_path}"]
     cfg = compose_run_config(cfg_overrides)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     task = build_task(cfg)
@@ -563,8 +572,8 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
         assert torch.allclose(injected.norm(dim=-1), own.norm(dim=-1), rtol=1e-4)
         assert row["readable"] is False
     assert task.main_stage_data(cfg.trainer, data).train.to_list() == rows  # the same rows when resumed
-    # task.rl_expected_over_draw: the same rows, each unreadable yes/no one naming both answers its label could be
-    drawn = build_task(compose_run_config([*cfg_overrides, "task.rl_expected_over_draw=true"]))
+    # task.rl_rows.expected_over_draw: the same rows, each unreadable yes/no one naming both answers its label could be
+    drawn = build_task(compose_run_config([*cfg_overrides, "task.rl_rows.expected_over_draw=true"]))
     drawn_rows = drawn.main_stage_data(cfg.trainer, drawn.build_data(
         models.load_tokenizer(source), models.load_base_model(cfg.model, source))).train.to_list()
     assert [{k: v for k, v in r.items() if k != "answer_drawn_from"} for r in drawn_rows] == rows
@@ -576,7 +585,7 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
 
 
 def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tmp_path):
-    """task.rl_reserved_prompts: whole prompts, that share of them, train the RL stage only and the others the
+    """task.rl_rows.reserved_prompts: whole prompts, that share of them, train the RL stage only and the others the
     warm-up only (so the RL stage never calibrates against rows the warm-up fitted); the held-out split is
     untouched, the draw repeats, and a run without a warm-up refuses the key."""
     from omegaconf import OmegaConf
@@ -586,8 +595,8 @@ def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tm
     from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
 
-    overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8", "task.rl_reserved_prompts=0.3",
-                 f"paths.cache_dir={tmp_path}"]
+    overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",
+                 "task.rl_rows.reserved_prompts=0.3", f"paths.cache_dir={tmp_path}"]
     cfg = compose_run_config(overrides)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     task = build_task(cfg)
@@ -603,13 +612,13 @@ def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tm
     assert sorted(map(str, warmup + rl)) == sorted(map(str, built))  # every row, on one side, unchanged
     assert main.test.to_list() == data.test.to_list()
     assert task.main_stage_data(cfg.trainer, data).train.to_list() == rl
-    with pytest.raises(AOCalibError, match="task.rl_reserved_prompts=0.3 keeps prompts from a warm-up"):
+    with pytest.raises(AOCalibError, match="task.rl_rows.reserved_prompts=0.3 keeps prompts from a warm-up"):
         build_task(compose_run_config(["task=oracle", "model=tiny_qwen3", "judge=label", "trainer=grpo",
-                                       "task.rl_reserved_prompts=0.3"]))
+                                       "task.rl_rows.reserved_prompts=0.3"]))
 
 
-@pytest.mark.parametrize("key", ["rl_none_fraction=0.2", "rl_unreadable_fraction=0.2", "rl_expected_over_draw=True",
-                                 "rl_reserved_prompts=0.2"])
+@pytest.mark.parametrize("key", ["rl_rows.none_fraction=0.2", "rl_rows.unreadable_fraction=0.2",
+                                 "rl_rows.expected_over_draw=True", "rl_rows.reserved_prompts=0.2"])
 def test_rl_rows_are_refused_when_the_main_stage_is_sft(key):
     from ao_calib.config.compose import compose_run_config
     from ao_calib.core.errors import AOCalibError

@@ -150,20 +150,21 @@ def check_credit_rule(cfg) -> None:
 
 def check_confidence_loss(cfg) -> None:
     """``warmup.confidence_loss=calibration`` reads each number from its first digit: numbers that share one
-    (``task.sft_confidences``, where the task draws its targets' numbers from it) are refused at start-up, by key."""
+    (``task.warmup_rows.confidences``, where the task draws its targets' numbers from it) are refused at start-up,
+    by key."""
     from omegaconf import OmegaConf
 
     from ao_calib.calibration.contract import first_digit_values
 
     loss = OmegaConf.select(cfg, "warmup.confidence_loss", default=None)
-    numbers = OmegaConf.select(cfg, "task.sft_confidences", default=None)
+    numbers = OmegaConf.select(cfg, "task.warmup_rows.confidences", default=None)
     if loss != "calibration" or numbers is None:  # a str enum member equals its value
         return
     try:
         first_digit_values(numbers)
     except ValueError as error:
-        raise AOCalibError(f"task.sft_confidences={list(numbers)} cannot run with warmup.confidence_loss=calibration: "
-                           f"{error}") from error
+        raise AOCalibError(f"task.warmup_rows.confidences={list(numbers)} cannot run with "
+                           f"warmup.confidence_loss=calibration: {error}") from error
 
 
 def check_confidence_decoding(cfg) -> None:

@@ -188,10 +188,87 @@ class StandInOracleConfig(Checked):
 
 
 @dataclass
+class OracleWarmupRowsConfig(Checked):
+    """Which rows warmup=sft trains on (the training split only; GRPO still sees every row), and the numbers its
+    targets state."""
+
+    config_key = "task.warmup_rows"
+
+    confidences: list[int] = setting(
+        [50, 60, 70, 80, 90, 100], "SFT targets carry a confidence drawn from these, independent of correctness: the "
+        "warm-up teaches the format, and calibration is left to GRPO.")
+    readable_only: bool = setting(
+        False, "warmup=sft trains only on rows whose answer the prompt's text holds (`readable` in generated rows; "
+        "rows without the field count as readable): a coin-flip label would teach guessing. GRPO still sees every "
+        "row.")
+    open_fraction: float = setting(
+        0.0, "warmup=sft asks this share of its generated rows as an open question about the same fact (\"What is "
+        "the user's mood?\" -> \"positive\") instead of the yes/no one: the open answer is the fact itself, which "
+        "the oracle learns to read sooner. Training rows only.", allowed=within(0, 1))
+    open_unstated: bool = setting(
+        False, "warmup=sft also trains on the generated rows whose fact the prompt does not state, asked as the open "
+        "question with the answer \"not stated\" (kept even with readable_only): the oracle learns to read that "
+        "a fact is absent. Training rows only.")
+    unstated_tag_only: bool = setting(
+        False, "warmup=sft also keeps the yes/no rows about unstated facts (even with readable_only), their "
+        "coin-flip answer out of the loss and their tag in it, so the number can learn that the oracle is right "
+        "about half the time there. Training rows only; not with open_unstated.")
+    none_fraction: float = setting(
+        0.0, "The share of warmup=sft's rows copied with random vectors of the same norms in place of the "
+        "activations (the `none` condition), their answer out of the loss and their tag in it: the number learns how "
+        "often the oracle is right when it reads nothing. Train split only.",
+        allowed=within(0, 0.5))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.unstated_tag_only and self.open_unstated:
+            raise ValueError("warmup_rows.unstated_tag_only=true: out of range with warmup_rows.open_unstated=true "
+                             "(that asks the same rows openly); set one of them to false")
+
+
+@dataclass
+class OracleRLRowsConfig(Checked):
+    """Which rows GRPO (the RL stage) trains on: the training split only; the warm-up sees none of these changes."""
+
+    config_key = "task.rl_rows"
+
+    none_fraction: float = setting(
+        0.0, "The share of GRPO's training rows that are copies with random vectors of the same norms in place of "
+        "the activations (the `none` condition), where no answer beats a coin flip: the calibration reward teaches "
+        "stating about chance. Train split only; counted after unreadable_fraction.",
+        allowed=within(0, 0.5))
+    unreadable_fraction: float = setting(
+        0.0, "The share of GRPO's training rows about facts the prompt does not state (generated data): every such "
+        "row is kept and readable rows are left out at random until they make this share, so coin-flip rows are not "
+        "rare in a batch. 0 keeps every row. Train split only.", allowed=within(0, 1, high_open=True))
+    reserved_prompts: float = setting(
+        0.0, "The share of training prompts (chosen by the data seed) kept for the RL stage alone: the warm-up never "
+        "trains on them and GRPO trains on them only, so the hit rate GRPO sees is not raised by the warm-up's fit. "
+        "0: both stages use every prompt. Needs a warm-up; train split only.",
+        allowed=within(0, 1, high_open=True))
+    expected_over_draw: bool = setting(
+        False, "GRPO scores a row the oracle cannot read (an unstated fact, or random vectors; its label a fair "
+        "Yes/No draw) by the judge's mean score over the answers the label could have been: the same expected reward "
+        "without the coin's noise. Evaluation scores the label. Train split only.")
+
+    def shapes_rows(self) -> bool:
+        """Whether any switch changes GRPO's rows from the training rows."""
+        return bool(self.none_fraction or self.unreadable_fraction or self.reserved_prompts or self.expected_over_draw)
+
+
+@dataclass
 class OracleTaskConfig(TaskConfig):
     """The Activation Oracle task: yes/no questions about a prompt, answered from its injected activations."""
 
     config_key = "task"
+    # the warm-up's and GRPO's row switches, once top-level keys: refused at start-up naming the new key
+    renamed_keys = {"sft_confidences": "warmup_rows.confidences", "sft_readable_only": "warmup_rows.readable_only",
+                    "sft_open_fraction": "warmup_rows.open_fraction", "sft_open_unstated": "warmup_rows.open_unstated",
+                    "sft_unstated_tag_only": "warmup_rows.unstated_tag_only",
+                    "sft_none_fraction": "warmup_rows.none_fraction", "rl_none_fraction": "rl_rows.none_fraction",
+                    "rl_unreadable_fraction": "rl_rows.unreadable_fraction",
+                    "rl_reserved_prompts": "rl_rows.reserved_prompts",
+                    "rl_expected_over_draw": "rl_rows.expected_over_draw"}
 
     layer_percents: list[int] = setting([25, 50, 75], "Activations are read at these depths (percent of the decoder "
                                         "layers), each in (0, 100); 25/50/75 as in the Activation Oracle reference "
@@ -204,48 +281,10 @@ class OracleTaskConfig(TaskConfig):
     steering_coefficient: float = setting(1.0, "The injected vector's norm, as a multiple of the norm of the hidden "
                                           "state at its position (added to it or replacing it: model.steering_mode).")
     calibration: CalibrationConfig = setting(factory=CalibrationConfig, help="The calibration reward's rule.")
-    sft_confidences: list[int] = setting(
-        [50, 60, 70, 80, 90, 100], "SFT targets carry a confidence drawn from these, independent of correctness: the "
-        "warm-up teaches the format, and calibration is left to GRPO.")
-    sft_readable_only: bool = setting(
-        False, "warmup=sft trains only on rows whose answer the prompt's text holds (`readable` in generated rows; "
-        "rows without the field count as readable): a coin-flip label would teach guessing. GRPO still sees every "
-        "row.")
-    sft_open_fraction: float = setting(
-        0.0, "warmup=sft asks this share of its generated rows as an open question about the same fact (\"What is "
-        "the user's mood?\" -> \"positive\") instead of the yes/no one: the open answer is the fact itself, which "
-        "the oracle learns to read sooner. Training rows only.", allowed=within(0, 1))
-    sft_open_unstated: bool = setting(
-        False, "warmup=sft also trains on the generated rows whose fact the prompt does not state, asked as the open "
-        "question with the answer \"not stated\" (kept even with sft_readable_only): the oracle learns to read that "
-        "a fact is absent. Training rows only.")
-    sft_unstated_tag_only: bool = setting(
-        False, "warmup=sft also keeps the yes/no rows about unstated facts (even with sft_readable_only), their "
-        "coin-flip answer out of the loss and their tag in it, so the number can learn that the oracle is right "
-        "about half the time there. Training rows only; not with sft_open_unstated.")
-    sft_none_fraction: float = setting(
-        0.0, "The share of warmup=sft's rows copied with random vectors of the same norms in place of the "
-        "activations (the `none` condition), their answer out of the loss and their tag in it: the number learns how "
-        "often the oracle is right when it reads nothing. Train split only.",
-        allowed=within(0, 0.5))
-    rl_none_fraction: float = setting(
-        0.0, "The share of GRPO's training rows that are copies with random vectors of the same norms in place of "
-        "the activations (the `none` condition), where no answer beats a coin flip: the calibration reward teaches "
-        "stating about chance. Train split only; counted after rl_unreadable_fraction.",
-        allowed=within(0, 0.5))
-    rl_unreadable_fraction: float = setting(
-        0.0, "The share of GRPO's training rows about facts the prompt does not state (generated data): every such "
-        "row is kept and readable rows are left out at random until they make this share, so coin-flip rows are not "
-        "rare in a batch. 0 keeps every row. Train split only.", allowed=within(0, 1, high_open=True))
-    rl_reserved_prompts: float = setting(
-        0.0, "The share of training prompts (chosen by the data seed) kept for the RL stage alone: the warm-up never "
-        "trains on them and GRPO trains on them only, so the hit rate GRPO sees is not raised by the warm-up's fit. "
-        "0: both stages use every prompt. Needs a warm-up; train split only.",
-        allowed=within(0, 1, high_open=True))
-    rl_expected_over_draw: bool = setting(
-        False, "GRPO scores a row the oracle cannot read (an unstated fact, or random vectors; its label a fair "
-        "Yes/No draw) by the judge's mean score over the answers the label could have been: the same expected reward "
-        "without the coin's noise. Evaluation scores the label. Train split only.")
+    warmup_rows: OracleWarmupRowsConfig = setting(factory=OracleWarmupRowsConfig, help="Which rows warmup=sft "
+                                                  "trains on, and the numbers its targets state.")
+    rl_rows: OracleRLRowsConfig = setting(factory=OracleRLRowsConfig, help="Which rows GRPO (the RL stage) trains "
+                                          "on.")
     eval_control: bool = setting(True, "Also evaluate with activations of other prompts: the control showing the "
                                  "oracle reads its input.")
     eval_none: bool = setting(True, "Also evaluate with random vectors of the same norms in place of the activations "
@@ -281,9 +320,6 @@ class OracleTaskConfig(TaskConfig):
         if self.activations.window_max < self.activations.window_min:
             raise ValueError(f"activations.window_max={self.activations.window_max}: out of range, allowed >= "
                              f"{self.activations.window_min}")
-        if self.sft_unstated_tag_only and self.sft_open_unstated:
-            raise ValueError("sft_unstated_tag_only=true: out of range with sft_open_unstated=true (that asks the "
-                             "same rows openly); set one of them to false")
         if self.data.classification.enabled and (self.data.path or self.data.train_path):
             raise ValueError("data.classification.enabled=true: out of range with data.path / data.train_path set "
                              "(each names the run's rows); set one of them")

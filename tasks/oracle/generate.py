@@ -74,8 +74,9 @@ MOOD_WORDS = {"positive": ["positive", "happy", "cheerful"], "negative": ["negat
 MOOD_QUESTIONS = ["Is the user in a {x} mood?", "Does the user sound {x}?", "Is the writer feeling {x}?"]
 CITY_QUESTIONS = ["Does the text mention {x}?", "Is {x} named in the text?"]
 # Open questions whose answer is the fact itself (the topic, "positive"/"negative", the city): asked only in the
-# SFT warm-up (task.sft_open_fraction), where they teach the oracle to read before it compares.
-# The answer to an open question about a fact the prompt does not state (task.sft_open_unstated): what the text says.
+# SFT warm-up (task.warmup_rows.open_fraction), where they teach the oracle to read before it compares.
+# The answer to an open question about a fact the prompt does not state (task.warmup_rows.open_unstated): what the
+# text says.
 NOT_STATED = "not stated"
 OPEN_QUESTIONS = {"topic": ["What is this text about?", "What topic is the user asking about?",
                             "Which subject does this request concern?"],

@@ -10,7 +10,7 @@ from ao_calib.judges import Judge, JudgeItem
 def make_oracle_reward(judge: Judge, rule: CalibrationConfig):
     async def informativeness(statuses, completions, answer, question, source_prompt, log_metric=None,
                               answer_drawn_from=None, **_):
-        # a row that names the answers its label was drawn from uniformly (task.rl_expected_over_draw) is scored
+        # a row that names the answers its label was drawn from uniformly (task.rl_rows.expected_over_draw) is scored
         # against each of them and takes the mean: the score's expectation over the draw, without its noise
         labels = [list(drawn or []) or [a] for a, drawn in zip(answer, answer_drawn_from or [None] * len(answer))]
         items = [JudgeItem(prompt=p, question=q, answer=s.answer, label=label)
