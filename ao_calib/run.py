@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import warnings
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -20,7 +21,8 @@ from ao_calib.config import (
     help_text as cli_help,  # registers the resolver --help lists groups with; answers --help <key>
 )
 from ao_calib.config.checks import check_combinations, eval_max_new_tokens, eval_token_budget, run_stages
-from ao_calib.config.compose import check_values, register_schemas, unknown_keys, validate_plugins
+from ao_calib.config.compose import check_values, register_schemas, typed, unknown_keys, validate_plugins
+from ao_calib.config.schema import EvalConfig, ModelConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import atomic_write_text
 from ao_calib.preflight.references import references_over_budget
@@ -30,10 +32,32 @@ from ao_calib.runs.run_dir import WARMUP, RunDir, read_json
 from ao_calib.runtime import distributed, sharding
 from ao_calib.runtime.interrupts import RunInterrupted, SignalWatch
 from ao_calib.runtime.offline import keep_offline, private_temp_dir
+from ao_calib.trainers.config import TrainerConfig
+from ao_calib.trainers.stage import RunStopped  # noqa: F401 -- raised by a stage; named here, where runs end
 
 log = logging.getLogger("ao_calib")
 # transformers 5 renamed gradient checkpointing; TRL 1.16 still sets the old name on every config and model.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """The settings the pipeline's parts are built from, converted once from the composed config."""
+
+    model: ModelConfig
+    eval: EvalConfig
+    stages: list[tuple[str, TrainerConfig]]  # the warm-up (when the run has one), then the trainer ("train")
+    eval_max_new_tokens: int  # eval.max_new_tokens, else the trainer's max_completion_length
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> RunSettings:
+        return cls(typed(cfg.model, ModelConfig), typed(cfg.eval, EvalConfig),
+                   [(name, typed(node, OmegaConf.get_type(node))) for name, node in run_stages(cfg)],
+                   eval_max_new_tokens(cfg))
+
+    @property
+    def trainer(self) -> TrainerConfig:
+        return self.stages[-1][1]
 
 
 def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> dict:
@@ -41,21 +65,11 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     picks up (its logs cut back to the checkpoint's step, its finished stages not repeated)."""
     from transformers import set_seed
 
-    from ao_calib.calibration.decoding import expected_number_plan
-    from ao_calib.evaluation import evaluate
-    from ao_calib.evaluation.selection import StageSelection, check_metric_name, on_split
-    from ao_calib.models import loading as models
-    from ao_calib.preflight.prompts import guard_prompts
-    from ao_calib.preflight.resources import check_resources
     from ao_calib.reporting import summary as run_summary
     from ao_calib.reporting import wandb as run_wandb
-    from ao_calib.rewards import build_reward_schedule
-    from ao_calib.task_api import build_task
-    from ao_calib.trainers import TrainerSetup, build_trainer
-    from ao_calib.trainers.callbacks import PeriodicEvalCallback, StopOnSignalCallback
-    from ao_calib.trainers.common import uses_bf16
+    from ao_calib.trainers.stage import StageRun, StageStart, plan_stages, run_stage
 
-    start = start or StartPoint()
+    start, settings = start or StartPoint(), RunSettings.of(cfg)
     summary = run_summary.RunSummary(run_dir, resumed_from=start.checkpoint)
     previous = summary.previous() or {} if start.resuming else {}
     watch = SignalWatch().install()
@@ -65,113 +79,36 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
             log.info("resuming the %s stage at step %s: dropped rows logged after it %s", start.stage,
                      start.step or 0, dropped)
         summary.write("running")
-        set_seed(cfg.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
-        task = build_task(cfg)
-        selecting = cfg.eval.enabled and cfg.eval.select_metric is not None
-        final_task = task  # the task of the final evaluation: under selection, one that scores the test split
-        if selecting:
-            check_metric_name(cfg.eval.select_metric, task)  # refused before the model loads
-            final_task = build_task(on_split(cfg, "test"))
-        # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
-        needs = distributed.on_main(lambda: task.requirements(need_adapter=not cfg.trainer.init_from))
-        adapter = (distributed.on_main(lambda: models.resolve_init_adapter(cfg.trainer.init_from, cfg.model))
-                   if cfg.trainer.init_from else needs.adapter)
-        check_resources(cfg, needs.hub_datasets, adapter)
-        source = distributed.on_main(lambda: models.model_source(cfg.model, cfg.paths.cache_dir))
-        tokenizer = models.load_tokenizer(source, cfg.model)
-        expected_number_plan(task, tokenizer, cfg.eval.confidence_decoding)  # refused before the model loads
-        model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora, adapter)
-        # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
-        model = sharding.prepare(model, uses_bf16(cfg.model))
-        summary.model = models.describe(model, cfg.model, source)
-        guarded = functools.partial(guard_prompts, tokenizer=tokenizer, limit=cfg.trainer.get("max_prompt_length"),
-                                    policy=cfg.trainer.get("prompt_length_policy"),
-                                    chat_template_kwargs=OmegaConf.to_container(cfg.model.chat_template_kwargs,
-                                                                                resolve=True))
-        data, prompts_over = guarded(task.build_data(tokenizer, model))
-        final_data = data
-        if selecting:  # the test split, scored once at the end, on the chosen adapter
-            final_data, final_over = guarded(final_task.build_data(tokenizer, model))
-            prompts_over = {**prompts_over, **({"final_test": final_over["test"]} if "test" in final_over else {})}
-        over_budget = references_over_budget(data, tokenizer, _generation_budgets(cfg))
-        reward_fns = task.reward_functions() if cfg.trainer.name != "sft" else {}
-        schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
+        set_seed(settings.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
+        parts = _build_parts(cfg, settings, run_dir, summary)
         if distributed.is_main():
             summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
-        setup = TrainerSetup(cfg.model, model, tokenizer, data, run_dir, schedule, reward_fns,
-                             report_to_wandb=summary.wandb_run_id is not None, seed=cfg.trainer.seed)
-        evaluate_as = functools.partial(evaluate, task, model, tokenizer, data, **_eval_kwargs(cfg, run_dir))
-        evaluate_final = (functools.partial(evaluate, final_task, model, tokenizer, final_data,
-                                            **_eval_kwargs(cfg, run_dir)) if selecting else evaluate_as)
-        initial_done = start.resuming and run_dir.eval_report("initial").is_file()
-        if cfg.eval.enabled and cfg.eval.initial and not initial_done:
+        setup = parts.trainer_setup(settings, run_dir, report_to_wandb=summary.wandb_run_id is not None)
+        evaluate_as, evaluate_final = parts.evaluations(settings, run_dir)
+        if settings.eval.enabled and settings.eval.initial and not (
+                start.resuming and run_dir.eval_report("initial").is_file()):
             evaluate_as(tag="initial")
-        alerts: dict[str, dict] = over_budget  # the start-up checks' alerts; each stage adds its own
-        for stage_name, stage in run_stages(cfg):
-            if stage_name != "train" and start.checkpoint is not None and start.stage == "train":
-                log.info("resuming: the %s stage finished before checkpoint %s; not repeated", stage_name,
-                         start.checkpoint)
+        stage_run = StageRun(setup, parts.task, settings.eval, cfg.alerts, run_dir, watch, evaluate_as,
+                             evaluate_final)
+        alerts: dict[str, dict] = parts.over_budget  # the start-up checks' alerts; each stage adds its own
+        for plan in plan_stages(settings.stages, start):
+            if plan.start == StageStart.skip:
+                log.info("resuming: the %s stage finished before checkpoint %s; not repeated", plan.name,
+                         plan.checkpoint)
                 continue
-            # the checkpoint this stage takes up: the resumed stage's own, none for the stages after it; one saved
-            # at the stage's last step means the stage had finished
-            resume = start.checkpoint if stage_name == start.stage else None
-            finished = resume is not None and start.step is not None and start.step >= stage.max_steps
-            callbacks = [*_monitoring_callbacks(cfg, stage, run_dir),
-                         StopOnSignalCallback(watch)]
-            periodic = selection = None
-            if cfg.eval.enabled and cfg.eval.every_steps and (stage_name == "train" or cfg.eval.during_warmup):
-                # a warm-up's evaluations are tagged with its name, so they never overwrite the main stage's
-                prefix = "" if stage_name == "train" else f"{stage_name}_"
-                if selecting:
-                    selection = StageSelection(run_dir, stage_name, cfg.eval.select_metric, cfg.eval.select_mode)
-                    selection.take_up(start.step if resume is not None else None)
-                periodic = PeriodicEvalCallback(
-                    lambda tag, prefix=prefix: evaluate_as(tag=prefix + tag, num_samples=cfg.eval.during_num_samples),
-                    cfg.eval.every_steps, on_result=_candidate_offer(selection))
-                callbacks = [*callbacks, periodic]
-            stage_data = (task.main_stage_data(stage, data) if stage_name == "train"
-                          else task.warmup_data(stage, model, tokenizer, data, run_dir))
-            stage_setup = setup if stage_data is data else dataclasses.replace(setup, data=stage_data)
-            trainer = build_trainer(stage_setup, stage, stage_name, callbacks)
-            if periodic is not None:
-                periodic.trainer = trainer
-            watch.training = True
-            try:
-                if finished:
-                    # Killed after the stage's last step (during its evaluation, or before the next stage saved a
-                    # checkpoint): transformers would train one step past max_steps when resumed there, so the
-                    # checkpoint is only loaded.
-                    trainer._load_from_checkpoint(resume)
-                    trainer.metrics_file.last.update(_last_train_row(run_dir, stage_name))
-                else:
-                    trainer.train(resume_from_checkpoint=resume)
-            finally:
-                watch.training = False
-            alerts.update({name: info for cb in callbacks for name, info in getattr(cb, "fired", {}).items()})
-            if watch.received:
-                raise RunInterrupted(watch.received, f"checkpoint saved at step {trainer.state.global_step}")
-            stop = next((cb.stop_reason for cb in callbacks if getattr(cb, "stop_reason", None)), None)
-            if stop:
-                raise RunStopped(stop)
-            if selection is not None:
-                _select_at_stage_end(selection, trainer, periodic.evaluate_fn,
-                                     start.step if finished else trainer.state.global_step)
-            if stage_name != "train" and cfg.eval.enabled and cfg.eval.after_warmup:
-                if finished and run_dir.eval_report(stage_name).is_file():
-                    log.info("resuming: the %s stage's evaluation finished before; not repeated", stage_name)
-                else:
-                    evaluate_final(tag=stage_name)
-        trainer.save_model(str(run_dir.adapter))  # every process takes part (a sharded model is gathered); main writes
+            result = run_stage(plan, stage_run)
+            alerts.update(result.alerts)
+        result.trainer.save_model(str(run_dir.adapter))  # every process takes part (a sharded model is gathered)
         if distributed.is_main():
-            tokenizer.save_pretrained(str(run_dir.adapter))
-        eval_metrics = evaluate_final() if cfg.eval.enabled else {}
+            parts.tokenizer.save_pretrained(str(run_dir.adapter))
+        eval_metrics = evaluate_final() if settings.eval.enabled else {}
         if eval_metrics and distributed.is_main():
-            _check_calibration_regression(cfg, run_dir, trainer.state.global_step)
-        final = summary.write("completed", final_metrics=trainer.metrics_file.last, eval_metrics=eval_metrics,
-                              extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **task.summary(),
-                                     **({"selection": _selections(cfg, run_dir)} if selecting else {}),
-                                     **({"prompts_over_limit": prompts_over} if prompts_over else {})})
+            _check_calibration_regression(cfg, run_dir, result.trainer.state.global_step)
+        final = summary.write("completed", final_metrics=result.last_row, eval_metrics=eval_metrics,
+                              extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **parts.task.summary(),
+                                     **({"selection": _selections(cfg, run_dir)} if parts.selecting else {}),
+                                     **({"prompts_over_limit": parts.prompts_over} if parts.prompts_over else {})})
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signal_name = getattr(exc, "signal_name", "SIGINT")
         _record(summary, "interrupted", signal=signal_name, error=str(exc) or f"interrupted by {signal_name}")
@@ -190,35 +127,85 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     return final
 
 
-def _candidate_offer(selection):
-    """What the periodic evaluation calls with each result under checkpoint selection: the step becomes a
-    candidate, its adapter saved when it is the best so far; None without selection."""
-    if selection is None:
-        return None
+@dataclasses.dataclass
+class RunParts:
+    """What the stages and evaluations of a run share: the task, the model and the prepared data."""
 
-    def offer(step: int, tag: str, metrics: dict, trainer) -> None:
-        selection.offer(step, tag, metrics, save_adapter=lambda path: trainer.save_model(str(path)))
+    task: Any
+    final_task: Any  # the task of the final evaluation: under selection, one that scores the test split
+    tokenizer: Any
+    model: Any
+    data: Any
+    final_data: Any
+    reward_fns: dict
+    schedule: Any
+    prompts_over: dict  # prompts over the trainer's max_prompt_length, by split
+    over_budget: dict  # the alerts of references longer than their generation budget
 
-    return offer
+    @property
+    def selecting(self) -> bool:
+        return self.final_task is not self.task
+
+    def trainer_setup(self, settings: RunSettings, run_dir: RunDir, report_to_wandb: bool):
+        from ao_calib.trainers import TrainerSetup
+
+        return TrainerSetup(settings.model, self.model, self.tokenizer, self.data, run_dir, self.schedule,
+                            self.reward_fns, report_to_wandb=report_to_wandb, seed=settings.trainer.seed)
+
+    def evaluations(self, settings: RunSettings, run_dir: RunDir):
+        """(the evaluation on the split the run selects on, the final one: on the test split under selection)."""
+        from ao_calib.evaluation import evaluate
+
+        kwargs = _eval_kwargs(settings, run_dir)
+        evaluate_as = functools.partial(evaluate, self.task, self.model, self.tokenizer, self.data, **kwargs)
+        if not self.selecting:
+            return evaluate_as, evaluate_as
+        return evaluate_as, functools.partial(evaluate, self.final_task, self.model, self.tokenizer,
+                                              self.final_data, **kwargs)
 
 
-def _select_at_stage_end(selection, trainer, evaluate_fn, step: int) -> None:
-    """The stage's last step is evaluated on the validation split too (unless a resumed run did it already), then
-    the chosen step's adapter is loaded into the model: what the next stage and the final evaluation start from."""
-    from ao_calib.trainers.callbacks import validation_row
+def _build_parts(cfg: DictConfig, settings: RunSettings, run_dir: RunDir, summary) -> RunParts:
+    """The task, the model (its adapter attached, sharded under FSDP2) and the data, each refused as early as it
+    can be: a selection metric and the numbers' plan before the model loads."""
+    from ao_calib.calibration.decoding import expected_number_plan
+    from ao_calib.evaluation.selection import check_metric_name, on_split
+    from ao_calib.models import loading as models
+    from ao_calib.preflight.prompts import guard_prompts
+    from ao_calib.preflight.resources import check_resources
+    from ao_calib.rewards import build_reward_schedule
+    from ao_calib.task_api import build_task
+    from ao_calib.trainers.common import uses_bf16
 
-    if not selection.has(step):
-        trainer.state.global_step = step  # a stage only loaded (it had finished) has not counted its steps
-        tag = f"step{step}"
-        metrics = evaluate_fn(tag)
-        trainer.log(validation_row(metrics))
-        selection.offer(step, tag, metrics, save_adapter=lambda path: trainer.save_model(str(path)))
-    record = selection.choose(step)
-    if record["adapter"]:
-        trainer._load_from_checkpoint(record["adapter"])
-    chosen = record["selected"]
-    log.info("selection (%s): step %s chosen by %s (%s) = %s, of %d candidates", selection.stage, chosen["step"],
-             record["metric"], record["mode"], chosen["value"], len(record["candidates"]))
+    trainer, model_settings = settings.trainer, settings.model
+    task = final_task = build_task(cfg)
+    if settings.eval.enabled and settings.eval.select_metric is not None:
+        check_metric_name(settings.eval.select_metric, task)  # refused before the model loads
+        final_task = build_task(on_split(cfg, "test"))
+    # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
+    needs = distributed.on_main(lambda: task.requirements(need_adapter=not trainer.init_from))
+    adapter = (distributed.on_main(lambda: models.resolve_init_adapter(trainer.init_from, model_settings))
+               if trainer.init_from else needs.adapter)
+    check_resources(cfg, needs.hub_datasets, adapter)
+    source = distributed.on_main(lambda: models.model_source(model_settings, cfg.paths.cache_dir))
+    tokenizer = models.load_tokenizer(source, model_settings)
+    expected_number_plan(task, tokenizer, settings.eval.confidence_decoding)  # refused before the model loads
+    model = models.attach_lora(models.load_base_model(model_settings, source), model_settings, trainer.lora, adapter)
+    # Sharded now, under FSDP2, so that extraction, every evaluation and both stages use one sharded model.
+    model = sharding.prepare(model, uses_bf16(model_settings))
+    summary.model = models.describe(model, model_settings, source)
+    guarded = functools.partial(guard_prompts, tokenizer=tokenizer, limit=getattr(trainer, "max_prompt_length", None),
+                                policy=getattr(trainer, "prompt_length_policy", None),
+                                chat_template_kwargs=model_settings.chat_template_kwargs)
+    data, prompts_over = guarded(task.build_data(tokenizer, model))
+    final_data = data
+    if final_task is not task:  # the test split, scored once at the end, on the chosen adapter
+        final_data, final_over = guarded(final_task.build_data(tokenizer, model))
+        prompts_over = {**prompts_over, **({"final_test": final_over["test"]} if "test" in final_over else {})}
+    over_budget = references_over_budget(data, tokenizer, _generation_budgets(cfg))
+    reward_fns = task.reward_functions() if trainer.name != "sft" else {}
+    schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
+    return RunParts(task, final_task, tokenizer, model, data, final_data, reward_fns, schedule, prompts_over,
+                    over_budget)
 
 
 def _selections(cfg: DictConfig, run_dir: RunDir) -> dict[str, dict]:
@@ -247,17 +234,6 @@ def _check_calibration_regression(cfg: DictConfig, run_dir: RunDir, step: int) -
         log.warning("ALERT at the end of the run: %s", message)
 
 
-def _last_train_row(run_dir: RunDir, stage: str = "train") -> dict:
-    from ao_calib.runs.records import read_metrics
-
-    rows = [r for r in read_metrics(run_dir) if r.get("stage", "train") == stage]
-    return rows[-1] if rows else {}
-
-
-class RunStopped(AOCalibError):
-    """A monitor stopped the run (e.g. the judge has been down for too many steps)."""
-
-
 def _record(summary, status: str, **fields) -> None:
     """The final status, when the disk still takes it: a run that cannot write it (a full disk) stays "running"
     with its process id, which ``ao_calib.report`` shows as "crashed" once the process is gone."""
@@ -265,18 +241,6 @@ def _record(summary, status: str, **fields) -> None:
         summary.write(status, **fields)
     except OSError as exc:
         log.error("could not record status %r in %s (%s)", status, summary.run_dir.summary, exc)
-
-
-def _monitoring_callbacks(cfg: DictConfig, stage: DictConfig, run_dir: RunDir) -> list:
-    """Failure-mode alerts for stages that sample their own completions (not SFT)."""
-    if stage.name == "sft":
-        return []
-    from ao_calib.monitoring.callback import AlertCallback, JudgeOutageCallback, training_alerts
-    from ao_calib.monitoring.end_of_run import calibration_alerts
-
-    return [AlertCallback([*training_alerts(cfg.alerts), *calibration_alerts(cfg.alerts)], cfg.alerts.patience,
-                          record_to=run_dir.alerts),
-            JudgeOutageCallback(cfg.alerts.judge_outage_stop_after, record_to=run_dir.alerts)]
 
 
 def _generation_budgets(cfg: DictConfig) -> dict[str, tuple[str, int | None]]:
@@ -287,18 +251,19 @@ def _generation_budgets(cfg: DictConfig) -> dict[str, tuple[str, int | None]]:
             "train": ("trainer.max_completion_length", cfg.trainer.get("max_completion_length"))}
 
 
-def _eval_kwargs(cfg: DictConfig, run_dir: RunDir) -> dict:
+def _eval_kwargs(settings: RunSettings, run_dir: RunDir) -> dict:
+    evaluation = settings.eval
     return {
-        "num_samples": cfg.eval.num_samples,
-        "batch_size": cfg.eval.batch_size,
-        "max_new_tokens": eval_max_new_tokens(cfg),
-        "chat_template_kwargs": OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True),
+        "num_samples": evaluation.num_samples,
+        "batch_size": evaluation.batch_size,
+        "max_new_tokens": settings.eval_max_new_tokens,
+        "chat_template_kwargs": settings.model.chat_template_kwargs,
         "run_dir": run_dir,
-        "mismatches_printed": cfg.eval.mismatches_printed,
-        "temperature": cfg.eval.temperature,
-        "seed": cfg.eval.seed,
-        "merged_copy": cfg.eval.merged_copy,
-        "confidence_decoding": cfg.eval.confidence_decoding,
+        "mismatches_printed": evaluation.mismatches_printed,
+        "temperature": evaluation.temperature,
+        "seed": evaluation.seed,
+        "merged_copy": evaluation.merged_copy,
+        "confidence_decoding": evaluation.confidence_decoding,
     }
 
 

@@ -16,6 +16,7 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
 from ao_calib.task_api import build_task
 from ao_calib.trainers import build_trainer
+from ao_calib.trainers.callbacks import MetricsFileCallback
 from ao_calib.trainers.credit import (answer_probabilities, answer_probability_targets, answer_token_mask,
                                      calibration_terms, confidence_token_mask, group_normalised)
 
@@ -204,7 +205,7 @@ def test_grpo_gives_the_numbers_tokens_their_own_advantage_and_the_rest_trls(tmp
             assert torch.all(rest == rest[0])  # one sequence advantage on every other token
             assert torch.all(advantages[row][mask[row]] == batch["confidence_advantages"][row])
     assert numbers > 0  # the warmed-up oracle writes tags, so the rule really applied
-    assert math.isfinite(trainer.metrics_file.last["calibration/confidence_advantage_std"])
+    assert math.isfinite(MetricsFileCallback.of(trainer).last["calibration/confidence_advantage_std"])
 
     # task.calibration.number_only: the same steps give every other token 0, the number's tokens their own term
     seen.clear()
@@ -278,7 +279,7 @@ def test_grpo_credits_the_number_with_its_groups_chance_from_the_policys_probabi
                 by_text.setdefault(text.split("]", 1)[1].strip(), set()).add(k)
         assert all(len(keys) == 1 for keys in by_text.values())
     assert answered > 0  # the warmed-up oracle writes tags and answers, so the rule really applied
-    assert math.isfinite(trainer.metrics_file.last["calibration/credit_answer_probability"])
+    assert math.isfinite(MetricsFileCallback.of(trainer).last["calibration/credit_answer_probability"])
 
 
 def test_number_only_needs_the_numbers_own_credit():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import trl.trainer.grpo_trainer as grpo_module
 from ao_calib.steering import SteeringError
+from ao_calib.trainers.callbacks import MetricsFileCallback
 from tests.helpers.trainers import build
 
 PPO_OVERRIDES = ["task=oracle", "model=tiny_qwen3", "trainer=ppo", "judge=label",
@@ -25,7 +26,7 @@ def test_every_pass_injects_at_placeholders_through_shuffles_and_splits(tmp_path
     # and reference log-probs), in chunks of 2 rows: 2 x 2 x 4 = 16 scoring passes.
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (2, 12, 16)
     assert stats["checked_rows"] == 2 * 8 + 12 * 2 + 16 * 2  # every row of every pass was checked
-    rows = {r for r in trainer.metrics_file.last}
+    rows = {r for r in MetricsFileCallback.of(trainer).last}
     assert {"calibration/brier", "calibration/confidence_std", "advantage_std", "calibration/parse_failure_rate",
             "calibration/informativeness", "calibration/answer_length", "kl"} <= rows
 
@@ -39,7 +40,8 @@ def test_ppo_injects_at_placeholders_in_every_pass_too(tmp_path):
     # scored by TRL's old-policy and reference passes in chunks of 2 rows, and once whole for the critic's values.
     assert (stats["generation_batches"], stats["loss_batches"], stats["scoring_batches"]) == (1, 4, 5)
     assert stats["checked_rows"] == 4 + 4 * 2 + 4 * 2 + 4
-    assert {"ppo/value_loss", "ppo/explained_variance", "calibration/brier"} <= trainer.metrics_file.last.keys()
+    logged = MetricsFileCallback.of(trainer).last
+    assert {"ppo/value_loss", "ppo/explained_variance", "calibration/brier"} <= logged.keys()
 
 
 def test_the_check_catches_rows_separated_from_their_activations(tmp_path, monkeypatch):

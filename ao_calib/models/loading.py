@@ -7,16 +7,20 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ao_calib.runtime import distributed
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
 from ao_calib.runtime.offline import env_flag
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.core.settings import plain
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
+
+if TYPE_CHECKING:
+    from ao_calib.config.schema import ModelConfig
+    from ao_calib.trainers.config import LoraOverrideConfig
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +42,13 @@ def offline_hint() -> str:
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
+def model_source(model_cfg: ModelConfig, cache_dir: str | Path) -> str:
     """Where ``from_pretrained`` reads the model: the tiny model's local checkpoint, the hub id/path, or the
     checkpoint converted from the model's packaged GGUF copy (``model.source`` chooses between the last two)."""
     if model_cfg.tiny is not None:
         from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
-        spec = TinyModelSpec(**plain(model_cfg.tiny))
+        spec = TinyModelSpec(**_fields(model_cfg.tiny, TinyModelSpec))
         return str(ensure_tiny_model(spec, Path(cache_dir) / "tiny_models"))
     if not model_cfg.hub_id and getattr(model_cfg, "gguf", None) is None:
         raise AOCalibError(f"model={model_cfg.name}: set model.hub_id (a hub id or local path), model.gguf or "
@@ -59,18 +63,18 @@ def model_source(model_cfg: DictConfig, cache_dir: str | Path) -> str:
     return model_cfg.hub_id
 
 
-def packaged_gguf(model_cfg: DictConfig):
+def packaged_gguf(model_cfg: ModelConfig):
     from ao_calib.models.gguf import PackagedGGUF
 
     return PackagedGGUF(model_cfg.gguf.distribution, model_cfg.gguf.file)
 
 
-def _source(model_cfg: DictConfig) -> str:
+def _source(model_cfg: ModelConfig) -> str:
     source = getattr(model_cfg, "source", None) or "auto"
     return getattr(source, "value", source)
 
 
-def _from_gguf(model_cfg: DictConfig) -> bool:
+def _from_gguf(model_cfg: ModelConfig) -> bool:
     """Whether the weights come from the packaged GGUF copy: always with ``model.source=gguf``; with ``auto``
     when the hub id is neither a local path, nor cached, nor reachable."""
     if getattr(model_cfg, "gguf", None) is None or _source(model_cfg) == "hub":
@@ -78,7 +82,7 @@ def _from_gguf(model_cfg: DictConfig) -> bool:
     return _source(model_cfg) == "gguf" or not model_cfg.hub_id or not hub_repo_available(model_cfg.hub_id)
 
 
-def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) -> None:
+def check_model_available(model_cfg: ModelConfig, adapter_id: str | None = None) -> None:
     """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
     missing = missing_for_model(model_cfg, adapter_id)
     if missing:
@@ -90,7 +94,7 @@ def check_model_available(model_cfg: DictConfig, adapter_id: str | None = None) 
 QUANTIZATIONS = ("4bit",)
 
 
-def quantization_missing(model_cfg: DictConfig) -> list[str]:
+def quantization_missing(model_cfg: ModelConfig) -> list[str]:
     """What ``model.quantization`` needs that this machine lacks: bitsandbytes' 4-bit weights run on CUDA only."""
     quantization = getattr(model_cfg, "quantization", None)
     if quantization is None:
@@ -107,7 +111,7 @@ def quantization_missing(model_cfg: DictConfig) -> list[str]:
     return []
 
 
-def missing_for_model(model_cfg: DictConfig, adapter_id: str | None = None) -> list[str]:
+def missing_for_model(model_cfg: ModelConfig, adapter_id: str | None = None) -> list[str]:
     """What the model and its adapter need that this machine lacks (a GPU, the hub), one phrase each."""
     missing = quantization_missing(model_cfg)
     if model_cfg.tiny is not None:
@@ -163,7 +167,7 @@ def _hub_reachable(timeout_s: float = 3.0) -> bool:
         return False
 
 
-def load_tokenizer(source: str, model_cfg: DictConfig | None = None):
+def load_tokenizer(source: str, model_cfg: ModelConfig | None = None):
     """The tokenizer at ``source``, with the model config's chat template where it sets one. Template options the
     template never reads (``enable_thinking`` for a template without a thinking mode) are named in a warning:
     Jinja ignores them silently."""
@@ -190,7 +194,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
 
-def load_base_model(model_cfg: DictConfig, source: str):
+def load_base_model(model_cfg: ModelConfig, source: str):
     from transformers import AutoModelForCausalLM
 
     dtype = torch_dtype(model_cfg.dtype)
@@ -215,13 +219,21 @@ def load_base_model(model_cfg: DictConfig, source: str):
     return model
 
 
-def lora_settings(model_cfg: DictConfig, lora_overrides=None) -> dict:
+def lora_settings(model_cfg: ModelConfig, lora_overrides: LoraOverrideConfig | None = None) -> dict:
     """The model's LoRA defaults (``model.lora``) with the run's non-null overrides (``trainer.lora``) applied."""
-    settings = plain(model_cfg.lora)
-    for key, value in (plain(lora_overrides) or {}).items():
-        if value is not None:
-            settings[key] = value
+    from ao_calib.config.schema import LoraConfig
+    from ao_calib.trainers.config import LoraOverrideConfig
+
+    settings = _fields(model_cfg.lora, LoraConfig)
+    overrides = _fields(lora_overrides, LoraOverrideConfig) if lora_overrides is not None else {}
+    settings.update({key: value for key, value in overrides.items() if value is not None})
     return settings
+
+
+def _fields(settings, schema: type) -> dict:
+    """``settings``' values of ``schema``'s fields, by name: the runner passes its typed settings, a script may
+    pass the composed config's node."""
+    return {name: getattr(settings, name) for name in schema.__dataclass_fields__}
 
 
 def lora_target_regex(decoder_layers_path: str, num_layers: int, module_names: list[str], last_n: int | None) -> str:
@@ -238,7 +250,7 @@ def lora_target_regex(decoder_layers_path: str, num_layers: int, module_names: l
     return rf"^{re.escape(decoder_layers_path)}\.({indices})\..*\b({names})$"
 
 
-def attach_lora(model, model_cfg: DictConfig, lora_overrides=None, pretrained_adapter: str | None = None):
+def attach_lora(model, model_cfg: ModelConfig, lora_overrides=None, pretrained_adapter: str | None = None):
     """Wrap the model with a trainable adapter: ``pretrained_adapter`` (hub id or path) if given, else a new LoRA
     (``model.lora`` with the run's ``trainer.lora`` overrides)."""
     from peft import LoraConfig, PeftModel, get_peft_model
@@ -265,7 +277,7 @@ def attach_lora(model, model_cfg: DictConfig, lora_overrides=None, pretrained_ad
     return get_peft_model(model, peft_config)
 
 
-def describe(model, model_cfg: DictConfig, source: str) -> dict:
+def describe(model, model_cfg: ModelConfig, source: str) -> dict:
     """What a run trained, for its summary: the config's name, the architecture, where the weights came from and
     the parameter counts (the base model's, without the adapter, and the trainable ones)."""
     from ao_calib.steering.layout import unwrap
@@ -277,9 +289,11 @@ def describe(model, model_cfg: DictConfig, source: str) -> dict:
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:
+def resolve_init_adapter(init_from: str, model_cfg: ModelConfig) -> str:
     """``trainer.init_from``: a run directory (its ``adapter/``), a checkpoint or an adapter directory. Refuses an
     adapter trained on another model, when the run's config says which."""
+    from ao_calib.config.schema import TinyModelConfig
+
     path = Path(init_from)
     adapter = next((p for p in (RunDir(path).adapter, path) if (p / "adapter_config.json").is_file()), None)
     if adapter is None:
@@ -290,9 +304,10 @@ def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:
         if config.is_file():
             trained = OmegaConf.load(config).get("model") or {}
             for key in ("name", "hub_id", "tiny"):
-                theirs, ours = trained.get(key), model_cfg.get(key)
+                theirs, ours = trained.get(key), getattr(model_cfg, key)
                 theirs = OmegaConf.to_container(theirs) if OmegaConf.is_config(theirs) else theirs
-                ours = OmegaConf.to_container(ours, resolve=True) if OmegaConf.is_config(ours) else ours
+                if ours is not None and key == "tiny":
+                    ours = _fields(ours, TinyModelConfig)
                 if theirs != ours:
                     raise AOCalibError(f"trainer.init_from={init_from} was trained with model.{key}={theirs}, but "
                                        f"this run has model.{key}={ours}")
@@ -301,7 +316,7 @@ def resolve_init_adapter(init_from: str, model_cfg: DictConfig) -> str:
     return str(adapter)
 
 
-def load_trained_model(model_cfg: DictConfig, source: str, adapter_dir: str | Path):
+def load_trained_model(model_cfg: ModelConfig, source: str, adapter_dir: str | Path):
     """Base model + a saved adapter, for evaluation."""
     from peft import PeftModel
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from omegaconf import DictConfig
-
 from ao_calib.core.errors import AOCalibError
 
 if TYPE_CHECKING:
     from ao_calib.trainers.common import TrainerSetup
+    from ao_calib.trainers.config import TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -31,33 +30,33 @@ def __getattr__(name: str):
 
 
 class TrainerBuilder(Protocol):
-    def __call__(self, setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list):
-        """A transformers ``Trainer`` for one stage (``cfg.trainer`` or ``cfg.warmup``) writing into
+    def __call__(self, setup: TrainerSetup, stage: TrainerConfig, stage_name: str, callbacks: list):
+        """A transformers ``Trainer`` for one stage (the typed ``trainer`` or ``warmup`` settings) writing into
         ``setup.run_dir.stage_dir(stage_name)``."""
 
 
-def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train", extra_callbacks=()):
-    """The stage's trainer, with the metrics file, progress bar and reward curriculum attached."""
+def build_trainer(setup: TrainerSetup, stage: TrainerConfig, stage_name: str = "train", extra_callbacks=(),
+                  metrics_file=None):
+    """The stage's trainer, with the metrics file (``metrics_file``, a ``MetricsFileCallback``; a new one when
+    None), progress bar and reward curriculum attached."""
     from hydra.utils import get_method
     from transformers.trainer_callback import ProgressCallback
 
-    from ao_calib.core.settings import default_of
     from ao_calib.trainers.callbacks import (
         MetricsFileCallback,
         ProcessLayoutCallback,
         RewardProgressCallback,
         RewardScheduleCallback,
     )
-    from ao_calib.trainers.config import TrainerConfig
     from ao_calib.trainers.lm_head import apply_lm_head
 
     try:
         builder: TrainerBuilder = get_method(stage._target_)
     except Exception as exc:  # noqa: BLE001 -- Hydra wraps the ImportError
         raise AOCalibError(f"trainer {stage.name}: cannot import its builder {stage._target_} ({exc})") from None
-    metrics_file = MetricsFileCallback(setup.run_dir.metrics, stage=stage_name)
+    metrics_file = metrics_file or MetricsFileCallback(setup.run_dir.metrics, stage=stage_name)
     trainer = builder(setup, stage, stage_name, [*extra_callbacks, metrics_file])
-    head = apply_lm_head(trainer, stage.get("lm_head", default_of(TrainerConfig, "lm_head")))
+    head = apply_lm_head(trainer, stage.lm_head)
     log.info("%s: the training passes score tokens with the %s LM head (%s.lm_head)", stage_name, head,
              "warmup" if stage_name == "warmup" else "trainer")
     trainer.remove_callback(ProgressCallback)
@@ -66,5 +65,4 @@ def build_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str = "tra
     schedule = setup.schedule
     if schedule is not None and len(schedule.phases) > 1 and hasattr(trainer, "set_reward_weights"):
         trainer.add_callback(RewardScheduleCallback(schedule, trainer.set_reward_weights))
-    trainer.metrics_file = metrics_file
     return trainer

@@ -33,6 +33,11 @@ class MetricsFileCallback(TrainerCallback):
         self.stage = stage
         self.last: dict = {}
 
+    @classmethod
+    def of(cls, trainer) -> "MetricsFileCallback":
+        """The metrics file a trainer built by ``ao_calib.trainers.build_trainer`` writes (its last row: ``last``)."""
+        return next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, cls))
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
@@ -112,21 +117,20 @@ class PeriodicEvalCallback(TrainerCallback):
     ``on_result(step, tag, metrics, trainer)``: called after each (the candidates of checkpoint selection,
     ``ao_calib.evaluation.selection``)."""
 
-    def __init__(self, evaluate_fn: Callable[[str], dict], every: int,
+    def __init__(self, evaluate_fn: Callable[[str], dict], every: int, trainer,
                  on_result: Callable[[int, str, dict, object], None] | None = None):
         self.evaluate_fn = evaluate_fn
         self.every = every
+        self.trainer = trainer  # added to it once it exists (``trainer.add_callback``): logging goes through trainer.log
         self.on_result = on_result
-        self.trainer = None  # set after the trainer exists: logging goes through trainer.log
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.every and state.global_step % self.every == 0 and state.global_step < state.max_steps:
             tag = f"step{state.global_step}"
             metrics = self.evaluate_fn(tag)
-            if self.trainer is not None:
-                pending_train_log = control.should_log  # logging resets the flag; the step's own log must still run
-                self.trainer.log(validation_row(metrics))
-                control.should_log = self.trainer.control.should_log = pending_train_log
+            pending_train_log = control.should_log  # logging resets the flag; the step's own log must still run
+            self.trainer.log(validation_row(metrics))
+            control.should_log = self.trainer.control.should_log = pending_train_log
             if self.on_result is not None:
                 self.on_result(state.global_step, tag, metrics, self.trainer)
 

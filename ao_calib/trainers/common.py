@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
-from omegaconf import DictConfig
-
 from ao_calib.runtime import distributed
 from ao_calib.trainers.config import TrainerConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.core.settings import default_of, plain
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +37,7 @@ class TrainerSetup:
     schedule: RewardSchedule | None = None  # the reward mix (None for SFT-only runs)
     reward_fns: dict[str, RewardFn] = field(default_factory=dict)
     report_to_wandb: bool = False
-    seed: int = default_of(TrainerConfig, "seed")  # trainer.seed, the run's one seed (a warm-up's row draws)
+    seed: int = TrainerConfig.seed  # trainer.seed, the run's one seed (a warm-up's row draws)
 
     @property
     def steering(self):
@@ -83,7 +80,7 @@ def uses_bf16(model_config) -> bool:
     return torch.cuda.is_available() and model_config.dtype == "bfloat16"
 
 
-def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> dict:
+def training_kwargs(setup: TrainerSetup, stage: TrainerConfig, stage_name: str) -> dict:
     """TrainingArguments fields every trainer takes from a stage config (``cfg.trainer`` or ``cfg.warmup``)."""
     on_gpu = torch.cuda.is_available()
     return dict(
@@ -109,7 +106,7 @@ def training_kwargs(setup: TrainerSetup, stage: DictConfig, stage_name: str) -> 
     )
 
 
-def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
+def sampling_kwargs(setup: TrainerSetup, stage: TrainerConfig) -> dict:
     """Generation and reward fields shared by TRL's online trainers."""
     return dict(
         max_completion_length=stage.max_completion_length,
@@ -117,12 +114,12 @@ def sampling_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
         top_p=stage.top_p,
         shuffle_dataset=stage.shuffle_dataset,
         reward_weights=list(setup.schedule.weights_at(0)),
-        chat_template_kwargs=plain(setup.model_config.chat_template_kwargs) or None,
+        chat_template_kwargs=dict(setup.model_config.chat_template_kwargs) or None,
         log_completions=False,
     )
 
 
-def group_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
+def group_kwargs(setup: TrainerSetup, stage: TrainerConfig) -> dict:
     """Fields of TRL's group-baseline trainers (GRPO, RLOO): a step is ``batch_size`` prompts times
     ``num_generations`` completions over all processes, in forward passes of ``micro_batch_size``."""
     micro, accumulation = stage_batches(setup.model_config, stage)
@@ -138,7 +135,7 @@ def group_kwargs(setup: TrainerSetup, stage: DictConfig) -> dict:
     )
 
 
-def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, args, callbacks, **extra):
+def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: TrainerConfig, args, callbacks, **extra):
     """An online trainer on the task's training split with the reward mix's functions, sampling completions to
     the run's completions file."""
     return trainer_cls(
@@ -158,25 +155,25 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: DictConfig, ar
     )
 
 
-def step_examples(stage: DictConfig) -> tuple[int, str]:
+def step_examples(stage: TrainerConfig) -> tuple[int, str]:
     """The examples in one optimiser step of a stage, over all processes, and how its config names that number:
     PPO's mini-batch of rollouts, GRPO's and RLOO's prompts times their completions, SFT's batch."""
-    if stage.get("num_mini_batches"):
+    if getattr(stage, "num_mini_batches", None):
         return (divide(stage.batch_size, stage.num_mini_batches, "num_mini_batches and batch_size"),
                 "batch_size/num_mini_batches")
-    if stage.get("num_generations"):
+    if getattr(stage, "num_generations", None):
         return stage.batch_size * stage.num_generations, "batch_size*num_generations"
     return stage.batch_size, "batch_size"
 
 
-def stage_batches(model_config, stage: DictConfig, key: str | None = None) -> tuple[int, int]:
+def stage_batches(model_config, stage: TrainerConfig, key: str | None = None) -> tuple[int, int]:
     """(per-device batch, gradient accumulation steps) of a stage: its own ``micro_batch_size``, or where that is
     null the model's ``max_micro_batch_size`` cap (``model_config``: the model's settings; see ``per_process``)."""
-    return per_process(stage, stage.get("micro_batch_size"), key,
+    return per_process(stage, stage.micro_batch_size, key,
                        cap=getattr(model_config, "max_micro_batch_size", None))
 
 
-def per_process(stage: DictConfig, micro: int | None, key: str | None = None, cap: int | None = None
+def per_process(stage: TrainerConfig, micro: int | None, key: str | None = None, cap: int | None = None
                 ) -> tuple[int, int]:
     """(per-device batch, gradient accumulation steps) for a stage's optimiser step (``step_examples``) over all
     processes: the config's batch sizes are global, so a run on 2 GPUs takes the same steps as on one. A
@@ -195,9 +192,9 @@ def per_process(stage: DictConfig, micro: int | None, key: str | None = None, ca
         f" per process ({total}/{world})" if world > 1 else ""))
 
 
-def check_process_split(cfg: DictConfig) -> None:
-    """At start-up, before any model loads: every stage's optimiser step splits evenly over the processes (the
-    same split the trainers' builders make)."""
+def check_process_split(cfg) -> None:
+    """At start-up, before any model loads (``cfg``: the composed config): every stage's optimiser step splits
+    evenly over the processes (the same split the trainers' builders make)."""
     if not distributed.is_distributed():
         return
     for key in ("warmup", "trainer"):

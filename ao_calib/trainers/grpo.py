@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
 from trl import GRPOConfig
 
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.common import TrainerSetup, build_online_trainer, group_kwargs, sampling_kwargs, training_kwargs
 from ao_calib.trainers.steering import SteeringMixin
+from ao_calib.trainers.config import GRPOTrainerConfig
 
 
 class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):
     """AOGRPOTrainer that injects each row's activations in every pass."""
 
 
-def build_grpo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> GRPOConfig:
+def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str = "train") -> GRPOConfig:
     return GRPOConfig(
         **training_kwargs(setup, t, stage_name),
         **sampling_kwargs(setup, t),
@@ -24,7 +24,7 @@ def build_grpo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "tra
     )
 
 
-def build_grpo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOGRPOTrainer:
+def build_grpo_trainer(setup: TrainerSetup, stage: GRPOTrainerConfig, stage_name: str, callbacks: list) -> AOGRPOTrainer:
     args = build_grpo_config(setup, stage, stage_name)
     if setup.steering is None:
         return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks, shared_prefix=stage.shared_prefix,

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 from trl import GRPOConfig
 from trl.models.utils import disable_gradient_checkpointing
 
@@ -30,6 +29,7 @@ from ao_calib.trainers.common import (BackboneStates, TrainerSetup, build_online
                                       stage_batches, training_kwargs)
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.steering import SteeringMixin
+from ao_calib.trainers.config import PPOTrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class PPOTrainer(AOGRPOTrainer):
         head.load_state_dict({k: v.to(head.weight.device) for k, v in load_file(str(path)).items()})
 
 
-def build_ppo_config(setup: TrainerSetup, t: DictConfig, stage_name: str = "train") -> PPOConfig:
+def build_ppo_config(setup: TrainerSetup, t: PPOTrainerConfig, stage_name: str = "train") -> PPOConfig:
     micro, accumulation = stage_batches(setup.model_config, t)  # a mini-batch of rollouts per optimiser step
     return PPOConfig(
         **training_kwargs(setup, t, stage_name),
@@ -265,7 +265,7 @@ class SteeredPPOTrainer(SteeringMixin, PPOTrainer):
     activations: the mixin's hooks wrap PPOTrainer's passes."""
 
 
-def build_ppo_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> PPOTrainer:
+def build_ppo_trainer(setup: TrainerSetup, stage: PPOTrainerConfig, stage_name: str, callbacks: list) -> PPOTrainer:
     if stage.batch_size < 2:
         raise AOCalibError("trainer.batch_size must be at least 2 for trainer=ppo (whitened advantages need a batch)")
     args = build_ppo_config(setup, stage, stage_name)

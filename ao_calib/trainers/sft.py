@@ -11,14 +11,12 @@ from typing import NamedTuple
 
 import datasets
 import torch
-from omegaconf import DictConfig
 from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import (confidence_span, first_digit_values, number_tokens,
                                           parse_epistemic_status, tag_span)
-from ao_calib.trainers.config import CalibrationLossForm, SFTTrainerConfig
+from ao_calib.trainers.config import CalibrationLossForm, ConfidenceLoss, SFTTrainerConfig
 from ao_calib.core.errors import AOCalibError
-from ao_calib.core.settings import default_of, plain
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,
@@ -201,7 +199,7 @@ class AOSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
         return (result[0] + extra, *result[1:]) if return_outputs else result + extra
 
 
-def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "train") -> SFTConfig:
+def build_sft_config(setup: TrainerSetup, stage: SFTTrainerConfig, stage_name: str = "train") -> SFTConfig:
     micro, accumulation = stage_batches(setup.model_config, stage)
     return SFTConfig(
         **training_kwargs(setup, stage, stage_name),
@@ -213,28 +211,22 @@ def build_sft_config(setup: TrainerSetup, stage: DictConfig, stage_name: str = "
     )
 
 
-def build_sft_trainer(setup: TrainerSetup, stage: DictConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
-    chat_kwargs = plain(setup.model_config.chat_template_kwargs)
-
-    def setting(key: str):  # the schema's default for a stage saved before the key existed
-        return stage.get(key, default_of(SFTTrainerConfig, key))
-
-    confidence_loss = setting("confidence_loss")
+def build_sft_trainer(setup: TrainerSetup, stage: SFTTrainerConfig, stage_name: str, callbacks: list) -> AOSFTTrainer:
+    chat_kwargs = dict(setup.model_config.chat_template_kwargs)
     numbers = None
-    if confidence_loss == "calibration":
+    if stage.confidence_loss == ConfidenceLoss.calibration:
         numbers = number_tokens(setup.tokenizer, target_number_values(setup.data.train).values())
     train = tokenize_pairs(setup.data.train, setup.tokenizer, chat_kwargs, stage.max_length,
-                           confidence_in_loss=setting("confidence_in_loss"),
-                           tag_loss_fraction=setting("tag_loss_fraction"),
-                           seed=setup.seed, confidence_loss=confidence_loss,
-                           expected_over_draw=setting("calibration_expected_over_draw"),
+                           confidence_in_loss=stage.confidence_in_loss, tag_loss_fraction=stage.tag_loss_fraction,
+                           seed=setup.seed, confidence_loss=stage.confidence_loss,
+                           expected_over_draw=stage.calibration_expected_over_draw,
                            number_ids=numbers.ids if numbers else None)
     calibration = None
     if numbers is not None:
-        calibration = CalibrationLoss(numbers.ids, numbers.values, float(setting("calibration_loss_weight")),
-                                      start_step=round(float(setting("calibration_loss_start")) * stage.max_steps),
-                                      form=CalibrationLossForm(setting("calibration_loss_form")).value,
-                                      greedy=bool(setting("calibration_greedy")))
+        calibration = CalibrationLoss(numbers.ids, numbers.values, float(stage.calibration_loss_weight),
+                                      start_step=round(float(stage.calibration_loss_start) * stage.max_steps),
+                                      form=CalibrationLossForm(stage.calibration_loss_form).value,
+                                      greedy=bool(stage.calibration_greedy))
         log.info("%s: the tag's number learned by the calibration term (warmup.confidence_loss, form %s%s) from step "
                  "%d, read off its first token as %s", stage_name, calibration.form,
                  ", c from greedy decoding" if calibration.greedy else "", calibration.start_step,
@@ -266,4 +258,4 @@ def target_number_values(rows: datasets.Dataset) -> dict[int, int]:
         return first_digit_values(numbers)
     except ValueError as error:
         raise AOCalibError(f"warmup.confidence_loss=calibration: the targets' numbers {sorted(numbers)}: {error}; "
-                           "choose the task's numbers so (task.sft_confidences for the oracle)") from error
+                           "choose the task's numbers so (task.warmup_rows.confidences for the oracle)") from error
