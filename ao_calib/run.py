@@ -21,7 +21,8 @@ from ao_calib.config import (
     help_text as cli_help,  # registers the resolver --help lists groups with; answers --help <key>
 )
 from ao_calib.config.checks import check_combinations, eval_max_new_tokens, eval_token_budget, run_stages
-from ao_calib.config.compose import check_values, register_schemas, typed, unknown_keys, validate_plugins
+from ao_calib.config.compose import (check_values, refuse_moved_overrides, register_schemas, typed, unknown_keys,
+                                     validate_plugins)
 from ao_calib.config.schema import EvalConfig, ModelConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import atomic_write_text
@@ -342,6 +343,7 @@ def cli() -> None:
     included; a broken plug-in stops here with its own error), then Hydra composes and ``main`` runs."""
     try:
         register_schemas()
+        refuse_moved_overrides(sys.argv[1:])  # before Hydra, which would call an old key unknown
     except AOCalibError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

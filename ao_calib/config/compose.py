@@ -105,6 +105,27 @@ def moved_keys(node, schema: type, group: str, migrate: bool = False) -> None:
             OmegaConf.update(node, new, node.pop(old), merge=True, force_add=True)
 
 
+def refuse_moved_overrides(argv: list[str]) -> None:
+    """Refuses a command-line ``group.OLD=VALUE`` whose key a registered schema of that plug-in group lists as moved
+    (``renamed_keys``), naming the new key. Checked before Hydra composes: Hydra would refuse the key as unknown to
+    the schema without saying where it went."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    for arg in argv:
+        group, _, old = arg.lstrip("+~").partition("=")[0].partition(".")
+        if group not in PLUGIN_GROUPS:
+            continue
+        schemas = [OmegaConf.get_type(entry.node) for entry in ConfigStore.instance().repo.get(group, {}).values()
+                   if hasattr(entry, "node")]
+        if any(old in getattr(schema, "__dataclass_fields__", {}) for schema in schemas):
+            continue  # a key of another schema of the group, under that name
+        for schema in schemas:
+            new = renamed_keys(schema).get(old)
+            if new:
+                raise AOCalibError(f"{group}.{old} has moved: set {group}.{new} instead")
+
+
 def check_values(cfg) -> None:
     """Every group of the composed config checked at start-up, before anything heavy (``check_group``)."""
     for group in list(cfg.keys()):
