@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,11 @@ SMOLLM2_MODES = ("trl", "fast_base", "fast")
 GROUP = 4  # completions per prompt: batch 32 is 8 prompts x 4, batch 128 is 32 x 4
 BASELINE = "4c909c2"  # the fast path before one prefill per prompt with the static cache and the sparse stop check
 FAST_GENERATION = "ao_calib/models/fast_generation.py"
+# Where the file and the modules it imports lived before ao_calib was split into subpackages (a baseline revision
+# from before then is read from its old path, its imports pointed at today's homes).
+FAST_GENERATION_BEFORE_SUBPACKAGES = "ao_calib/trainers/fast_generation.py"
+MODULES_BEFORE_SUBPACKAGES = {"ao_calib.settings": "ao_calib.core.settings",
+                              "from ao_calib import distributed": "from ao_calib.runtime import distributed"}
 # The experiments --smollm2 takes its prompts and sampling settings from, with a handful of rows each.
 SMOLLM2_TASKS = {
     "oracle": ["experiment=oracle_smollm2", "task.data.generate.n_train_prompts=8",
@@ -81,12 +87,19 @@ def weight_bytes(model: torch.nn.Module) -> int:
 def baseline_module(revision: str) -> ModuleType:
     """``ao_calib.models.fast_generation`` as it was at ``revision`` (read from git), imported under its own name
     next to today's."""
-    try:
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{FAST_GENERATION}"], check=True,
-                                capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise SystemExit(f"--baseline {revision}: cannot read {FAST_GENERATION} from git ({exc}); fast_base needs "
+    source = None
+    for where in (FAST_GENERATION, FAST_GENERATION_BEFORE_SUBPACKAGES):
+        try:
+            source = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{where}"], check=True,
+                                    capture_output=True, text=True).stdout
+            break
+        except (OSError, subprocess.CalledProcessError) as exc:
+            error = exc
+    if source is None:
+        raise SystemExit(f"--baseline {revision}: cannot read {FAST_GENERATION} from git ({error}); fast_base needs "
                          "a git checkout with that revision, or leave fast_base out of --modes") from None
+    for old, new in MODULES_BEFORE_SUBPACKAGES.items():
+        source = re.sub(rf"\b{re.escape(old)}\b", new, source)
     path = Path(tempfile.mkdtemp(prefix="rollout-baseline-")) / f"fast_generation_{revision}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"fast_generation_{revision}", path)

@@ -17,8 +17,10 @@ from ao_calib.core.settings import default_of
 from ao_calib.steering import SteeringBatch, steer
 from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.trainers import build_trainer
+from ao_calib.trainers.callbacks import MetricsFileCallback
 from ao_calib.trainers.config import OnlineTrainerConfig
-from ao_calib.models.fast_generation import FastGenerator, MergedCopy, Sampling, first_row_of_each_group, shared_prompts
+from ao_calib.models.fast_generation import FastGenerator, Sampling, first_row_of_each_group, shared_prompts
+from ao_calib.models.merged_copy import MergedCopy
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
 
 from tests.helpers.trainers import build_setup
@@ -85,7 +87,8 @@ def fast(model, tokenizer, rows, batch, sampling, static_cache, stats=None):
         return steer(gen_model, SteeringBatch(batch.vectors[index], batch.positions[index]),
                      check_token_id=placeholder_token_id(tokenizer), stats=stats)
 
-    generator = FastGenerator(MergedCopy(model).model, static_cache=static_cache)
+    generator = FastGenerator(MergedCopy(model).model, static_cache=static_cache, max_cached_shapes=2,
+                              stop_check_every=4)
     return generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
                               max_new_tokens=MAX_NEW, sampling=sampling,
                               prefill_context=prefill if batch is not None else None)
@@ -148,7 +151,7 @@ def test_a_greedy_member_decodes_greedily_and_leaves_the_sampled_rows_as_they_we
     other rows draw the very tokens they draw without it (the same random stream)."""
     tokenizer, model = tiny_lora
     rows, _ = oracle_rows(tokenizer)
-    generator = FastGenerator(MergedCopy(model).model, static_cache=False)
+    generator = FastGenerator(MergedCopy(model).model, static_cache=False, max_cached_shapes=2, stop_check_every=4)
 
     def run(sampling, **extra):
         torch.manual_seed(5)
@@ -213,7 +216,7 @@ def test_evaluations_generate_from_the_one_merged_copy_and_write_what_the_adapte
     """Evaluation generates from the merged copy the rollouts use (one per model, refreshed at each use, never in
     a state dict), and greedy completions equal the unmerged adapter's (float32)."""
     from ao_calib.evaluation.generation import generate_completions
-    from ao_calib.models.fast_generation import generation_copy_refusal, merged_copy_of
+    from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 
     path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -307,7 +310,7 @@ def test_steered_grpo_samples_what_trl_samples_and_trains_unchanged(tmp_path):
     assert stats["checked_rows"] == 4 + 2 * 4 + 2 * 4
     # The decode step's compiles and the caches held are in the step's metrics row (on CPU: uncompiled, no static
     # cache, so both 0).
-    logged = trainer.metrics_file.last
+    logged = MetricsFileCallback.of(trainer).last
     assert logged["fast_generation/compiles"] == 0.0 and logged["fast_generation/cached_shapes"] == 0.0
 
 
@@ -391,7 +394,7 @@ def greedy(generator, tokenizer, rows, max_new):
 def test_static_caches_are_bounded_least_recently_used_first(offline_env):
     tokenizer, model = tiny_merged("qwen3", offline_env)
     rows = [tokenizer("a short prompt")["input_ids"]] * 2
-    generator = FastGenerator(model, static_cache=True, compile_decode=False, max_cached_shapes=2)
+    generator = FastGenerator(model, static_cache=True, compile_decode=False, max_cached_shapes=2, stop_check_every=4)
     first = greedy(generator, tokenizer, rows, 8)  # shape (2, 64)
     greedy(generator, tokenizer, rows * 2, 8)  # (4, 64)
     assert generator.cached_shapes == [(2, 64), (4, 64)] and generator.evictions == 0
@@ -403,7 +406,7 @@ def test_static_caches_are_bounded_least_recently_used_first(offline_env):
     assert generator.cached_shapes == [(2, 128), (4, 64)] and generator.evictions == 2
     assert greedy(generator, tokenizer, rows, 8) == first  # a rebuilt cache decodes the same tokens
     with pytest.raises(ValueError, match="max_cached_shapes"):
-        FastGenerator(model, static_cache=True, max_cached_shapes=0)
+        FastGenerator(model, static_cache=True, max_cached_shapes=0, stop_check_every=4)
 
 
 def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offline_env):
@@ -413,8 +416,9 @@ def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offlin
     tokenizer, model = tiny_merged("qwen3", offline_env)
     rows = [tokenizer("a short prompt")["input_ids"]] * 2
     torch._dynamo.reset()
-    generator = FastGenerator(model, static_cache=True, compile_decode=True, compile_backend="eager")
-    eager = FastGenerator(model, static_cache=True, compile_decode=False)
+    generator = FastGenerator(model, static_cache=True, compile_decode=True, compile_backend="eager",
+                              max_cached_shapes=2, stop_check_every=4)
+    eager = FastGenerator(model, static_cache=True, compile_decode=False, max_cached_shapes=2, stop_check_every=4)
     assert greedy(generator, tokenizer, rows, 12) == greedy(eager, tokenizer, rows, 12)
     assert generator.compiles == 1 and eager.compiles == 0
     greedy(generator, tokenizer, rows, 12)
@@ -427,10 +431,12 @@ def test_compiles_are_counted_and_sliding_window_models_decode_uncompiled(offlin
 
     assert has_sliding_window(gemma.config) and not has_sliding_window(model.config)
     torch._dynamo.reset()
-    forced = FastGenerator(gemma, static_cache=True, compile_decode=True, compile_backend="eager")
+    forced = FastGenerator(gemma, static_cache=True, compile_decode=True, compile_backend="eager",
+                           max_cached_shapes=2, stop_check_every=4)
     greedy(forced, tokenizer, [tokenizer("a short prompt")["input_ids"]] * 2, 4)
     assert forced.compiles == 3  # one per decoded token (3 decode steps), below the compiler's recompile limit
-    assert not FastGenerator(gemma, static_cache=True).compile_decode  # the default: uncompiled
+    assert not FastGenerator(gemma, static_cache=True, max_cached_shapes=2,
+                             stop_check_every=4).compile_decode  # the default: uncompiled
     torch._dynamo.reset()
 
 
@@ -462,7 +468,8 @@ def test_finished_rows_are_checked_every_k_tokens_and_the_completions_stay_the_s
             for _ in range(2)]
 
     def run(k, eos_ids, max_new=12):
-        generator = FastGenerator(model, static_cache=static_cache, compile_decode=False, stop_check_every=k)
+        generator = FastGenerator(model, static_cache=static_cache, compile_decode=False, stop_check_every=k,
+                                  max_cached_shapes=2)
         out = generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=eos_ids, max_new_tokens=max_new,
                                  sampling=Sampling(do_sample=False))
         return out, generator.decode_steps
@@ -479,7 +486,7 @@ def test_finished_rows_are_checked_every_k_tokens_and_the_completions_stay_the_s
         assert got == expected
         assert steps == min(-(-(last + 1) // k) * k - 1, 11)  # the first step k, 2k, ... at or after the last end
     with pytest.raises(ValueError, match="stop_check_every"):
-        FastGenerator(model, stop_check_every=0)
+        FastGenerator(model, stop_check_every=0, max_cached_shapes=2)
 
 
 def test_the_stop_check_interval_is_a_trainer_setting_checked_at_start_up():

@@ -16,7 +16,7 @@ from ao_calib.reporting.wandb import log_evaluation
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.core.settings import default_of
 from ao_calib.task_api import Task, TaskData
-from ao_calib.models.fast_generation import generation_copy_refusal, merged_copy_of
+from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 
 log = logging.getLogger(__name__)
 
