@@ -75,10 +75,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     previous = summary.previous() or {} if start.resuming else {}
     watch = SignalWatch().install()
     try:
-        if start.resuming and distributed.is_main():
-            dropped = run_dir.cut_logs(start.step, start.stage)
-            log.info("resuming the %s stage at step %s: dropped rows logged after it %s", start.stage,
-                     start.step or 0, dropped)
+        _cut_logs_back(start, run_dir)
         summary.write("running")
         set_seed(settings.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         parts = _build_parts(cfg, settings, run_dir, summary)
@@ -87,11 +84,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
         setup = parts.trainer_setup(settings, run_dir, report_to_wandb=summary.wandb_run_id is not None)
         evaluate_as, evaluate_final = parts.evaluations(settings, run_dir)
-        if settings.eval.enabled and settings.eval.initial and not (
-                start.resuming and run_dir.eval_report("initial").is_file()):
+        if settings.eval.enabled and settings.eval.initial and not _done_before(start, run_dir, "initial"):
             evaluate_as(tag="initial")
-        stage_run = StageRun(setup, parts.task, settings.eval, cfg.alerts, run_dir, watch, evaluate_as,
-                             evaluate_final)
+        stage_run = StageRun(setup, parts.task, settings.eval, cfg.alerts, run_dir, watch, evaluate_as, evaluate_final)
         alerts: dict[str, dict] = parts.over_budget  # the start-up checks' alerts; each stage adds its own
         for plan in plan_stages(settings.stages, start):
             if plan.start == StageStart.skip:
@@ -126,6 +121,19 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     if distributed.is_main():
         run_summary.print_final_screen(final)
     return final
+
+
+def _done_before(start: StartPoint, run_dir: RunDir, tag: str) -> bool:
+    """Whether a resumed run's evaluation ``tag`` finished before it was stopped (it is not repeated)."""
+    return start.resuming and run_dir.eval_report(tag).is_file()
+
+
+def _cut_logs_back(start: StartPoint, run_dir: RunDir) -> None:
+    """A resumed run's logs lose the rows written after its checkpoint's step (the main process's job)."""
+    if start.resuming and distributed.is_main():
+        dropped = run_dir.cut_logs(start.step, start.stage)
+        log.info("resuming the %s stage at step %s: dropped rows logged after it %s", start.stage, start.step or 0,
+                 dropped)
 
 
 @dataclasses.dataclass

@@ -121,7 +121,7 @@ class PeriodicEvalCallback(TrainerCallback):
                  on_result: Callable[[int, str, dict, object], None] | None = None):
         self.evaluate_fn = evaluate_fn
         self.every = every
-        self.trainer = trainer  # added to it once it exists (``trainer.add_callback``): logging goes through trainer.log
+        self.trainer = trainer  # added to it once it exists (``trainer.add_callback``); logs through trainer.log
         self.on_result = on_result
 
     def on_step_end(self, args, state, control, **kwargs):

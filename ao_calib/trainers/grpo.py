@@ -24,7 +24,8 @@ def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str
     )
 
 
-def build_grpo_trainer(setup: TrainerSetup, stage: GRPOTrainerConfig, stage_name: str, callbacks: list) -> AOGRPOTrainer:
+def build_grpo_trainer(setup: TrainerSetup, stage: GRPOTrainerConfig, stage_name: str,
+                     callbacks: list) -> AOGRPOTrainer:
     args = build_grpo_config(setup, stage, stage_name)
     if setup.steering is None:
         return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks, shared_prefix=stage.shared_prefix,

@@ -24,7 +24,8 @@ def build_rloo_config(setup: TrainerSetup, t: RLOOTrainerConfig, stage_name: str
     )
 
 
-def build_rloo_trainer(setup: TrainerSetup, stage: RLOOTrainerConfig, stage_name: str, callbacks: list) -> AORLOOTrainer:
+def build_rloo_trainer(setup: TrainerSetup, stage: RLOOTrainerConfig, stage_name: str,
+                     callbacks: list) -> AORLOOTrainer:
     if setup.steering is not None:
         raise AOCalibError("trainer=rloo cannot inject activations (this task's data carries a steering); use "
                            "trainer=grpo or trainer=ppo")
