@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ao_calib.core.io import write_jsonl
@@ -31,7 +32,7 @@ class Baselines:
     eval_seed: int
     data_seed: int
     chat_template_kwargs: dict
-    score: object
+    score: Callable[[list[str], list[dict]], list[dict]]
 
     def answer_probability(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
         """``task.baselines_logprob_platt`` beside a held-out evaluation (``scores_held_out_rows``): Platt-scaled

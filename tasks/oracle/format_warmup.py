@@ -11,6 +11,8 @@ from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import write_jsonl
 from ao_calib.runs.run_dir import RunDir
 
+from .scoring import JudgeAnswers
+
 
 def kind_means(kinds: list[str], scores: list[float | None]) -> list[float | None]:
     """Each judged score replaced by the mean score of its kind (masked scores stay None)."""
@@ -21,7 +23,7 @@ def kind_means(kinds: list[str], scores: list[float | None]) -> list[float | Non
     return [None if s is None else statistics.fmean(by_kind[k]) for k, s in zip(kinds, scores)]
 
 
-def confidences_of(stage, kept: list[tuple[dict, str]], source: str, judge_answers,
+def confidences_of(stage, kept: list[tuple[dict, str]], source: str, judge_answers: JudgeAnswers,
                    spread: list[int]) -> list[int | None]:
     """The tag's number for each kept (row, answer): 100 × the judge's score (``judge``), of its kind's mean moved by
     up to ``stage.confidence_jitter`` (``kind_mean``), or a draw from ``spread`` (``spread``); None: not judged."""
@@ -40,8 +42,8 @@ def confidences_of(stage, kept: list[tuple[dict, str]], source: str, judge_answe
     return confidences
 
 
-def format_targets(stage, rows: list[dict], raw: list[str], run_dir: RunDir, judge_answers, has_judge: bool,
-                   spread: list[int]) -> list[dict]:
+def format_targets(stage, rows: list[dict], raw: list[str], run_dir: RunDir, judge_answers: JudgeAnswers,
+                   has_judge: bool, spread: list[int]) -> list[dict]:
     """The format warm-up's training rows: each non-empty own answer in ``raw`` (any tag it wrote replaced) tagged
     by ``stage.confidence`` (auto: kind_mean with a judge, else spread); ``judge_answers(rows, answers)`` scores."""
     answers = [parse_epistemic_status(text).answer.strip() for text in raw]

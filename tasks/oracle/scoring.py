@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 from ao_calib.calibration import CalibrationConfig, parse_epistemic_status, scored_confidence, tagged_reward
 from ao_calib.calibration.metrics import CORRECT_AT
@@ -17,6 +18,7 @@ from .rows import checked_against_reference
 
 log = logging.getLogger(__name__)
 
+JudgeAnswers = Callable[[list[dict], list[str]], list[float | None]]  # each answer's informativeness (None: masked)
 TRAINING_TAGS = re.compile(r"initial|warmup|(\w+_)?step\d+")  # the evaluations before, during and between stages
 
 
@@ -40,7 +42,8 @@ def score_one(completion: str, row: dict, rule: CalibrationConfig) -> dict[str, 
     }
 
 
-def score(completions: list[str], rows: list[dict], rule: CalibrationConfig, judge_answers) -> list[dict[str, float]]:
+def score(completions: list[str], rows: list[dict], rule: CalibrationConfig,
+          judge_answers: JudgeAnswers) -> list[dict[str, float]]:
     """Each row by the rule ``checked_against_reference`` names: a yes/no reference answer is checked against
     the yes/no the answer opens with; every other row (no reference, as WildChat's, or an open one) is scored
     by the judge (``judge_answers(rows, answers)``), in one batched call through its cache, so re-evaluating the

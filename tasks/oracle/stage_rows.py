@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
 from ao_calib.core.errors import AOCalibError
@@ -117,7 +118,11 @@ def asked_openly(row: dict, rng: random.Random, switches: OracleWarmupRowsConfig
                                       question_text(question, confidence_instruction))}
 
 
-def with_open_questions(rows: list[dict], switches: OracleWarmupRowsConfig, data_seed: int, ask_openly) -> list[dict]:
+AskOpenly = Callable[[dict, random.Random], dict]  # a row asked as the open question about its fact
+
+
+def with_open_questions(rows: list[dict], switches: OracleWarmupRowsConfig, data_seed: int,
+                        ask_openly: AskOpenly) -> list[dict]:
     """``open_fraction`` of the rows with a known fact, asked as an open question (``ask_openly(row, rng)``) whose
     target answer is the fact (the same activations, layer and drawn confidence); the choice of rows and wordings is
     seeded by the data seed, so every run on the same data asks the same ones."""
@@ -163,7 +168,7 @@ def warmup_shapes_rows(switches: OracleWarmupRowsConfig) -> bool:
 
 
 def warmup_rows(train: list[dict], switches: OracleWarmupRowsConfig, store: dict, data_seed: int,
-                ask_openly) -> list[dict]:
+                ask_openly: AskOpenly | None) -> list[dict]:
     """warmup=sft's rows: the training rows, or only the readable ones (``readable_only``), plus copies that inject
     random vectors (``none_fraction``), some asked as open questions (``open_fraction``, ``open_unstated``;
     ``ask_openly(row, rng)``), the coin-flip rows marked (``coin_flip_columns``)."""
