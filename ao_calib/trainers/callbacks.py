@@ -34,7 +34,7 @@ class MetricsFileCallback(TrainerCallback):
         self.last: dict = {}
 
     @classmethod
-    def of(cls, trainer) -> "MetricsFileCallback":
+    def of(cls, trainer) -> MetricsFileCallback:
         """The metrics file a trainer built by ``ao_calib.trainers.build_trainer`` writes (its last row: ``last``)."""
         return next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, cls))
 
