@@ -9,16 +9,27 @@ import random
 import pytest
 import torch
 from datasets import Dataset
-from ao_calib.models import loading as models
+
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
+from ao_calib.models import loading as models
 from ao_calib.rewards import RewardPhase, RewardSchedule
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.trainers import TrainerSetup
-from ao_calib.trainers.ppo import (VALUE_HEAD_FILE, PPOConfig, PPOTrainer, build_ppo_config, explained_variance, gae,
-                                   masked_whiten)
+from ao_calib.trainers.common import generation_kwargs
+from ao_calib.trainers.config import PPOTrainerConfig
+from ao_calib.trainers.ppo import (
+    VALUE_HEAD_FILE,
+    PPOConfig,
+    PPOTrainer,
+    build_ppo_config,
+    explained_variance,
+    gae,
+    masked_whiten,
+)
 from ao_calib.trainers.stage import load_checkpoint
 
+GENERATION = generation_kwargs(PPOTrainerConfig())  # what the builder passes a PPO stage with default settings
 WORDS = ("river stone lamp cloud violin garden engine pepper window candle forest copper ticket harbor "
          "marble thunder yellow quiet rapid gentle orange silver winter summer market planet").split()
 
@@ -138,7 +149,7 @@ def test_ppo_learns_to_prefer_one_token_and_its_value_loss_falls(tmp_path):
         return [sum(t == target for t in ids) / len(ids) for ids in completion_ids]
 
     before = first_token_probability(model, tokenizer, held_out, target)
-    trainer = PPOTrainer(model=model, reward_funcs=[prefer_target], processing_class=tokenizer,
+    trainer = PPOTrainer(model=model, reward_funcs=[prefer_target], processing_class=tokenizer, **GENERATION,
                          args=ppo_args(cfg, tmp_path, (1.0,)),
                          train_dataset=Dataset.from_list([{"prompt": p} for p in train]))
     trainer.train()
@@ -164,7 +175,7 @@ def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
         return [float(len(ids)) for ids in completion_ids]
 
     def make_trainer(policy, out):
-        return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer,
+        return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer, **GENERATION,
                           args=ppo_args(cfg, out, (1.0,)), train_dataset=dataset)
 
     trainer = make_trainer(model, tmp_path / "a")
@@ -188,7 +199,7 @@ def test_reference_is_a_frozen_copy_of_the_starting_adapter(tmp_path):
             if "lora_B" in name:
                 param.normal_(std=0.05)
     starting = {n: p.detach().clone() for n, p in model.named_parameters() if ".default." in n}
-    trainer = PPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [1.0] * len(completions)],
+    trainer = PPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [1.0] * len(completions)], **GENERATION,
                          processing_class=tokenizer, args=ppo_args(cfg, tmp_path, (1.0,)),
                          train_dataset=Dataset.from_list([{"prompt": p} for p in prompts(4, seed=4)]))
     trainer.train()

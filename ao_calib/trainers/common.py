@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import torch
-from ao_calib.runtime import distributed
-from ao_calib.trainers.config import TrainerConfig
+
 from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFn, RewardSchedule
 from ao_calib.runs.run_dir import RunDir
+from ao_calib.runtime import distributed
+from ao_calib.trainers.config import OnlineTrainerConfig, TrainerConfig
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +148,15 @@ def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: TrainerConfig,
         callbacks=callbacks,
         completions_path=setup.run_dir.completions,
         completions_per_step=stage.completions_logged_per_step,
-        fast_generation=stage.fast_generation,
-        generation_merged_copy=stage.generation_merged_copy,
-        fast_generation_cache_shapes=stage.fast_generation_cache_shapes,
-        fast_generation_stop_check_every=stage.fast_generation_stop_check_every,
+        **generation_kwargs(stage),
         **extra,
     )
+
+
+def generation_kwargs(stage: OnlineTrainerConfig) -> dict:
+    """The rollout settings ``FastGenerationMixin`` takes, from an online stage's config."""
+    return {key: getattr(stage, key) for key in ("fast_generation", "generation_merged_copy",
+                                                 "fast_generation_cache_shapes", "fast_generation_stop_check_every")}
 
 
 def step_examples(stage: TrainerConfig) -> tuple[int, str]:
