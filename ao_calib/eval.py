@@ -19,8 +19,8 @@ from typing import Optional
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ao_calib.config.command_options import Command
-from ao_calib.config.schema import ConfidenceDecoding, EvalConfig
+from ao_calib.core.command_options import Command
+from ao_calib.evaluation.config import ConfidenceDecoding, EvalConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.core.settings import ALLOWED, Checked, setting
@@ -89,7 +89,7 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
     refused by name, and the task's schema checks the result, before any model loads. Returns the overrides
     applied."""
     from ao_calib.config.compose import renamed_keys, validate_plugins
-    from ao_calib.config.plugins import plugin_class
+    from ao_calib.core.plugins import plugin_class
 
     overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
     moved = renamed_keys(getattr(plugin_class("task", cfg.task.get("_target_")), "config_class", object))

@@ -22,7 +22,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from ao_calib.config.command_options import Command
+from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.runtime.offline import env_flag
 from ao_calib.runs.run_dir import RunDir, read_json

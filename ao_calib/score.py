@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ao_calib.config.command_options import Command
+from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import read_jsonl
 from ao_calib.core.settings import Checked, setting

@@ -2,7 +2,7 @@
 
 A task is a plug-in. Its config file (``conf/task/<name>.yaml``, in this repository or in any package on
 Hydra's search path) names its class by ``_target_``; the class names its config schema by ``config_class``
-(a dataclass extending ``ao_calib.config.plugins.TaskConfig``). The framework never imports a task by name.
+(a dataclass extending ``ao_calib.core.plugins.TaskConfig``). The framework never imports a task by name.
 
 The runner converts the composed config once (``build_task``): a task receives its own typed settings and a
 ``TaskContext`` of the few run facts it reads (the model's settings, the run's seed, the cache, the reward
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ao_calib.calibration.contract import scored_confidence
-from ao_calib.config.schema import EvalConfig
-from ao_calib.config.plugins import TaskConfig, plugin_class
+from ao_calib.evaluation.config import EvalConfig
+from ao_calib.core.plugins import TaskConfig, plugin_class
 from ao_calib.core.errors import AOCalibError
 from ao_calib.rewards import RewardFn
 from ao_calib.runs.run_dir import RunDir
@@ -55,7 +55,7 @@ class TaskRequirements:
 class TaskContext:
     """The run's facts a task may read besides its own settings, converted once from the composed config."""
 
-    model: Any  # ao_calib.config.schema.ModelConfig: the base model's settings (layout, chat template options, ...)
+    model: Any  # ao_calib.models.config.ModelConfig: the base model's settings (layout, chat template options, ...)
     seed: int  # trainer.seed: the run's one seed, for whatever a task draws unless a task key sets its own
     cache_dir: str  # paths.cache_dir: rebuildable artefacts (generated data, activations)
     reward_names: frozenset[str] = frozenset()  # every reward component the run's mix weighs, in any phase
@@ -74,10 +74,10 @@ class TaskContext:
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
-        from ao_calib.config.schema import ModelConfig
+        from ao_calib.models.config import ModelConfig
         from ao_calib.config.checks import run_stages
         from ao_calib.config.compose import typed
-        from ao_calib.trainers.config import LoraOverrideConfig
+        from ao_calib.models.config import LoraOverrideConfig
 
         reward = cfg.get("reward")
         names = frozenset() if reward is None else frozenset(

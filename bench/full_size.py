@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ao_calib.config.schema import TinyModelConfig
+from ao_calib.models.config import TinyModelConfig
 from bench.grpo_setup import GRPOBench
 from bench.report import device_name, update_benchmarks
 

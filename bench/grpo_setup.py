@@ -11,7 +11,7 @@ import torch
 from trl import GRPOTrainer
 
 from ao_calib.models import loading as models
-from ao_calib.config.schema import TinyModelConfig
+from ao_calib.models.config import TinyModelConfig
 from ao_calib.config.compose import compose_run_config
 from ao_calib.rewards import build_reward_schedule
 from ao_calib.runs.run_dir import RunDir

@@ -152,7 +152,7 @@ def test_bad_inputs_are_refused():
 
 def test_evaluation_figures_reach_the_wandb_summary(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
-    from ao_calib.reporting.wandb import log_evaluation
+    from ao_calib.monitoring.wandb import log_evaluation
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -8,7 +8,7 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from ao_calib.config.plugins import plugin_class
+from ao_calib.core.plugins import plugin_class
 from tests.helpers.configs import composed, options
 from tests.helpers.paths import CONF_DIR
 

@@ -1,5 +1,6 @@
-"""The layout's rules: the framework never imports a task, no module imports itself back through others, and
-every package folder is installed."""
+"""The layout's rules: the rooms of ``ao_calib/`` and which may import which (the commands on top, nothing
+importing a command), the framework never imports a task, no module imports itself back through others, and every
+package folder is installed."""
 
 from __future__ import annotations
 
@@ -24,11 +25,25 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """The nodes under ``if TYPE_CHECKING:``: imports for annotations only, which never run."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found |= {inner for stmt in node.body for inner in ast.walk(stmt)}
+    return found
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Project modules ``name`` imports anywhere in its body (function-level imports included)."""
+    """Project modules ``name`` imports anywhere in its body (function-level imports included; imports for type
+    annotations only, under ``if TYPE_CHECKING:``, left out)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skipped = type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -41,6 +56,60 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
             continue
         out |= {t for t in targets if t in known and t != name}
     return out
+
+
+# The rooms of ao_calib/ (subpackages, and the two modules of the API task authors import) and the rooms each may
+# import, bottom up: a room imports only rooms listed before it. The commands sit on top and may import any room.
+ROOMS = {
+    "core": set(),
+    "runtime": {"core"},
+    "runs": {"core"},
+    "judges": {"core"},
+    "rewards": {"core"},
+    "steering": {"core", "runtime"},
+    "calibration": {"core", "judges", "rewards"},
+    "monitoring": {"core", "judges", "runtime"},
+    "models": {"core", "runs", "runtime", "steering"},
+    "evaluation": {"calibration", "core", "models", "monitoring", "runs", "runtime"},
+    "preflight": {"core", "models", "runtime"},
+    "trainers": {"calibration", "core", "evaluation", "models", "monitoring", "rewards", "runs", "runtime",
+                 "steering"},
+    "reporting": {"calibration", "core", "evaluation", "runs", "runtime"},
+    "config": {"calibration", "core", "evaluation", "judges", "models", "monitoring", "runs", "runtime", "trainers"},
+    "task_api": {"calibration", "config", "core", "evaluation", "models", "rewards", "runs"},
+}
+COMMANDS = {"run", "eval", "export", "score", "report", "plot", "cli"}
+
+
+def room_of(module: str) -> str | None:
+    """The room of an ``ao_calib`` module (its subpackage, or a top-level module's name); None for the package."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "ao_calib" and len(parts) > 1 else None
+
+
+def test_the_top_level_holds_the_commands_and_the_task_api():
+    top = {p.stem for p in (PROJECT_ROOT / "ao_calib").glob("*.py")} - {"__init__"}
+    assert top == COMMANDS | {"task_api", "rewards"}
+    folders = {p.name for p in (PROJECT_ROOT / "ao_calib").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(ROOMS) - {"task_api", "rewards"}
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    order = list(ROOMS)
+    assert all(order.index(dep) < order.index(room) for room, deps in ROOMS.items() for dep in deps)
+    crossing = set()
+    for name, targets in project_graph().items():
+        room = room_of(name)
+        if room is None or room in COMMANDS:
+            continue
+        crossing |= {(name, target) for target in targets if room_of(target) not in (None, room, *ROOMS[room])}
+    assert crossing == set()
+
+
+def test_nothing_but_a_command_imports_a_command():
+    importers = {(name, target) for name, targets in project_graph().items() if room_of(name) not in COMMANDS
+                 for target in targets if room_of(target) in COMMANDS}
+    assert importers == set()
 
 
 def test_the_framework_never_imports_a_task():

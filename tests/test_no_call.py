@@ -95,6 +95,7 @@ def test_evaluation_gives_greedy_answers_a_second_look(tiny, tmp_path):
 
     task.__class__ = EveryAnswerEmpty
     kwargs = {"num_samples": 2, "batch_size": 2, "max_new_tokens": 6, "merged_copy": False,
+              "confidence_decoding": cfg.eval.confidence_decoding,
               "chat_template_kwargs": dict(cfg.model.chat_template_kwargs), "run_dir": RunDir(tmp_path)}
     evaluate(task, model, tokenizer, data, tag="greedy", **kwargs)
     assert looks == [2]

@@ -34,7 +34,7 @@ def test_the_platt_baseline_is_a_logistic_fit_on_the_validation_rows_applied_to_
     run_dir = RunDir(tmp_path)
     evaluate(task, model, tokenizer, data, num_samples=cfg.eval.num_samples, batch_size=8, max_new_tokens=12,
              chat_template_kwargs=template, run_dir=run_dir, tag=RunDir.FINAL, seed=task.context.eval_seed,
-             merged_copy=False)  # the own-condition predictions file the baseline is written into
+             merged_copy=False, confidence_decoding=cfg.eval.confidence_decoding)  # the own-condition predictions file
 
     # The validation answers: the label on every other row, its opposite on the rest (the random tiny model writes
     # no yes/no of its own), so that both outcomes occur; the probabilities are still the model's own.

@@ -56,7 +56,7 @@ FILES = {
     "my_pkg/judge.py": '''
         from dataclasses import dataclass
 
-        from ao_calib.config.plugins import PluginConfig
+        from ao_calib.core.plugins import PluginConfig
         from ao_calib.judges import Judge
 
 
@@ -180,7 +180,7 @@ def test_plugin_schemas_are_registered_when_asked_not_at_import(tmp_path, monkey
     import importlib.metadata
     import sys
 
-    from ao_calib.config.plugins import PluginError, register_plugin_schemas
+    from ao_calib.core.plugins import PluginError, register_plugin_schemas
 
     root = installed_plugin(tmp_path / "ok", "import builtins; builtins._schemas_plugin_calls = "
                                              "getattr(builtins, '_schemas_plugin_calls', 0) + 1")

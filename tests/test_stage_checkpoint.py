@@ -9,7 +9,7 @@ import datasets
 import torch
 
 from ao_calib.config.compose import compose_run_config, typed
-from ao_calib.config.schema import ModelConfig
+from ao_calib.models.config import ModelConfig
 from ao_calib.models import loading as models
 from ao_calib.runs.checkpoints import StartPoint
 from ao_calib.runs.run_dir import RunDir

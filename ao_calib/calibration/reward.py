@@ -13,7 +13,7 @@ from typing import Any
 
 from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, murphy_decomposition
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
-from ao_calib.config.plugins import TaskConfig
+from ao_calib.core.plugins import TaskConfig
 from ao_calib.rewards import completion_text
 from ao_calib.core.settings import Checked, at_least, one_of, setting
 

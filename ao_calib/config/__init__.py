@@ -1,4 +1,5 @@
-"""The run's config: schemas, composition with Hydra, cross-key checks, ``--help`` text and the commands' own options."""
+"""The run's config: the top-level schema over every component's own, composition with Hydra, cross-key checks and
+``--help`` text."""
 
 # Task and judge packages written against the single-module ao_calib.config import their base schemas from here.
-from ao_calib.config.plugins import PluginConfig, TaskConfig  # noqa: F401
+from ao_calib.core.plugins import PluginConfig, TaskConfig  # noqa: F401

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib.config.plugins import plugin_class
-from ao_calib.config.schema import ConfidenceDecoding
+from ao_calib.core.plugins import plugin_class
+from ao_calib.evaluation.config import ConfidenceDecoding
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import (
     default_of,

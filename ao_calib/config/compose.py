@@ -8,8 +8,9 @@ from pathlib import Path
 import ao_calib.config.help_text  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.runtime.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.config.checks import check_combinations
-from ao_calib.config.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
-from ao_calib.config.schema import Config, LoggerConfig, ModelConfig, PathsConfig, RewardConfig
+from ao_calib.core.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
+from ao_calib.config.schema import Config, LoggerConfig, PathsConfig, RewardConfig
+from ao_calib.models.config import ModelConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import (
     SettingError,
@@ -29,7 +30,7 @@ _registered = False
 
 def register_schemas() -> None:
     """Stores in Hydra's ConfigStore every schema the config files build on (``defaults: [<name>_schema]``): the
-    framework's, the shipped judges' and those of every installed plug-in package (``ao_calib.config.plugins``). Each
+    framework's, the shipped judges' and those of every installed plug-in package (``ao_calib.core.plugins``). Each
     entry point calls it before Hydra composes (``python -m ao_calib.run``, ``compose_run_config``); it runs once. A
     plug-in whose registration fails stops the run with its own error (``PluginError``)."""
     global _registered

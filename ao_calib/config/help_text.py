@@ -202,7 +202,7 @@ def plugin_schemas(group: str, conf_dir: Path | None = None) -> dict[str, type]:
     import yaml
     from hydra.core.config_store import ConfigStore
 
-    from ao_calib.config.plugins import PluginConfig, TaskConfig, plugin_class
+    from ao_calib.core.plugins import PluginConfig, TaskConfig, plugin_class
 
     store = ConfigStore.instance()
     registered = set(store.list(group)) if group in store.repo else set()

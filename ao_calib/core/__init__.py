@@ -1,2 +1,3 @@
-"""What every room uses: the errors a user can act on, atomic file writes and the line-numbered JSON-lines reader, and
-the settings dataclass base (default, help and check in one place)."""
+"""What every room uses: the errors a user can act on, atomic file writes and the line-numbered JSON-lines reader,
+the settings dataclass base (default, help and check in one place), the plug-in base schemas, and the commands'
+option parser."""

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TYPE_CHECKING
 
-from ao_calib.runtime import distributed
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.metrics import confidence_histogram
-from ao_calib.config.schema import EvalConfig
-from ao_calib.evaluation.generation import generate_completions
 from ao_calib.core.io import write_json, write_jsonl
-from ao_calib.reporting.wandb import log_evaluation
-from ao_calib.runs.run_dir import RunDir
-from ao_calib.core.settings import default_of
-from ao_calib.task_api import Task, TaskData
+from ao_calib.evaluation.generation import generate_completions
 from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
+from ao_calib.monitoring.wandb import log_evaluation
+from ao_calib.runs.run_dir import RunDir
+from ao_calib.runtime import distributed
+
+if TYPE_CHECKING:  # the task API imports evaluation's config: types only, no import at run time
+    from ao_calib.task_api import Task, TaskData
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +28,8 @@ CONDITIONS = {"main": "own", "control": "other", "none": "none"}
 
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
-             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0,
-             merged_copy: bool = default_of(EvalConfig, "merged_copy"),
-             confidence_decoding: str = default_of(EvalConfig, "confidence_decoding")) -> dict:
+             mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0, merged_copy: bool,
+             confidence_decoding: str) -> dict:
     """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
     report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
     conditions (a control) are scored beside it.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ao_calib.config.plugins import PluginConfig
+from ao_calib.core.plugins import PluginConfig
 
 
 _background_loop: asyncio.AbstractEventLoop | None = None

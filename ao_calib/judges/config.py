@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ao_calib.config.plugins import PluginConfig
+from ao_calib.core.plugins import PluginConfig
 from ao_calib.core.settings import above, at_least, setting
 
 

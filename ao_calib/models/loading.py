@@ -19,8 +19,8 @@ from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
 if TYPE_CHECKING:
-    from ao_calib.config.schema import ModelConfig
-    from ao_calib.trainers.config import LoraOverrideConfig
+    from ao_calib.models.config import ModelConfig
+    from ao_calib.models.config import LoraOverrideConfig
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +221,8 @@ def load_base_model(model_cfg: ModelConfig, source: str):
 
 def lora_settings(model_cfg: ModelConfig, lora_overrides: LoraOverrideConfig | None = None) -> dict:
     """The model's LoRA defaults (``model.lora``) with the run's non-null overrides (``trainer.lora``) applied."""
-    from ao_calib.config.schema import LoraConfig
-    from ao_calib.trainers.config import LoraOverrideConfig
+    from ao_calib.models.config import LoraConfig
+    from ao_calib.models.config import LoraOverrideConfig
 
     settings = _fields(model_cfg.lora, LoraConfig)
     overrides = _fields(lora_overrides, LoraOverrideConfig) if lora_overrides is not None else {}
@@ -292,7 +292,7 @@ def describe(model, model_cfg: ModelConfig, source: str) -> dict:
 def resolve_init_adapter(init_from: str, model_cfg: ModelConfig) -> str:
     """``trainer.init_from``: a run directory (its ``adapter/``), a checkpoint or an adapter directory. Refuses an
     adapter trained on another model, when the run's config says which."""
-    from ao_calib.config.schema import TinyModelConfig
+    from ao_calib.models.config import TinyModelConfig
 
     path = Path(init_from)
     adapter = next((p for p in (RunDir(path).adapter, path) if (p / "adapter_config.json").is_file()), None)

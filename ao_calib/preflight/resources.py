@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib.config.plugins import plugin_class
+from ao_calib.core.plugins import plugin_class
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
 
 # Groups a recipe (conf/recipe/) sets by merging their files: a command-line choice of one would be merged over.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ao_calib.config.command_options import Command
+from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.runs.run_dir import RunDir, read_json
 from ao_calib.runs.records import as_number, read_metrics_counted

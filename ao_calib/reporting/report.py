@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from ao_calib.config.command_options import Command
+from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.reporting.plot import continuous_curve, sweep_title
 from ao_calib.runs.records import RunRecord, SweepFiles, load_runs

@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 from omegaconf import DictConfig
 
@@ -58,10 +59,16 @@ def _in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _wandb_offline(cfg: DictConfig) -> bool:
-    from ao_calib.reporting.wandb import _wandb_credentials
+def wandb_credentials() -> bool:
+    """Whether wandb can log online: an API key in the environment or wandb's entry in the netrc file."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
-    return cfg.logger.mode == "offline" or (cfg.logger.mode == "auto" and not _wandb_credentials())
+
+def _wandb_offline(cfg: DictConfig) -> bool:
+    return cfg.logger.mode == "offline" or (cfg.logger.mode == "auto" and not wandb_credentials())
 
 
 def _update_imported_constants() -> None:

@@ -30,7 +30,7 @@ class TrainerSetup:
     """Everything a run's trainers are built from besides each stage's own settings; the same for every stage of
     the run. Of the run's config a trainer sees only the model's settings and the run's seed."""
 
-    model_config: Any  # ao_calib.config.schema.ModelConfig: dtype, chat template options, the micro-batch cap
+    model_config: Any  # ao_calib.models.config.ModelConfig: dtype, chat template options, the micro-batch cap
     model: Any
     tokenizer: Any
     data: Any  # ao_calib.task_api.TaskData

@@ -11,6 +11,7 @@ from typing import Optional
 from omegaconf import MISSING
 
 from ao_calib.core.settings import Checked, above, at_least, default_of, setting, within
+from ao_calib.models.config import LoraOverrideConfig
 
 
 class LMHead(str, Enum):
@@ -19,18 +20,6 @@ class LMHead(str, Enum):
     auto = "auto"  # full where TRL's fused head has no Triton kernel (anything but CUDA and XPU), fused there
     fused = "fused"  # TRL's fused chunked head, as TRL installs it
     full = "full"  # the logits of the scored positions, then log_softmax
-
-
-@dataclass
-class LoraOverrideConfig(Checked):
-    """Per-run LoRA choices; a null field keeps the model config's value."""
-
-    rank: Optional[int] = setting(None, "LoRA rank for this run; null: model.lora.rank.", allowed=at_least(1))
-    alpha: Optional[int] = setting(None, "LoRA alpha for this run; null: model.lora.alpha.", allowed=above(0))
-    dropout: Optional[float] = setting(None, "LoRA dropout for this run; null: model.lora.dropout.",
-                                       allowed=within(0, 1, high_open=True))
-    layers: Optional[int] = setting(None, "LoRA on the last N layers for this run; null: model.lora.layers.",
-                                    allowed=at_least(1))
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ao_calib.config.schema import EvalConfig
+from ao_calib.evaluation.config import EvalConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.runs.checkpoints import StartPoint
 from ao_calib.runs.run_dir import RunDir

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ao_calib.calibration import CalibrationConfig
-from ao_calib.config.plugins import TaskConfig
+from ao_calib.core.plugins import TaskConfig
 from ao_calib.core.settings import Checked, above, at_least, one_of, setting, within
 
 

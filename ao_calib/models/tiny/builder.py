@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from ao_calib.config.schema import TinyModelConfig
+from ao_calib.models.config import TinyModelConfig
 
 from ao_calib.models.tiny.chat_templates import CHAT_TEMPLATES
 from ao_calib.models.tiny.corpus import corpus_texts

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from ao_calib.runtime.offline import wandb_credentials
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,7 @@ def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str
         return None
     mode = cfg.logger.mode
     if mode == "auto":
-        mode = "online" if _wandb_credentials() else "offline"
+        mode = "online" if wandb_credentials() else "offline"
     try:
         import wandb
 
@@ -34,13 +35,6 @@ def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str
     except Exception as exc:  # noqa: BLE001 -- any wandb failure must not stop training
         log.warning("wandb could not start (%s: %s); continuing with local logs only", type(exc).__name__, exc)
         return None
-
-
-def _wandb_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
 def finish_wandb() -> None:
