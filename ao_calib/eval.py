@@ -20,10 +20,10 @@ from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ao_calib.core.command_options import Command
-from ao_calib.evaluation.config import ConfidenceDecoding, EvalConfig
 from ao_calib.core.errors import AOCalibError
-from ao_calib.runs.run_dir import RunDir
 from ao_calib.core.settings import ALLOWED, Checked, setting
+from ao_calib.evaluation.config import ConfidenceDecoding, EvalConfig
+from ao_calib.runs.run_dir import RunDir
 
 
 def run_setting(name: str, help_text: str):
@@ -141,11 +141,11 @@ def run_eval_settings(cfg) -> EvalConfig:
 
 def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -> tuple[dict, str]:
     """Evaluates and returns ``(metrics, tag)``. Everything is checked before the model loads."""
-    from ao_calib.models import loading as models
     from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.config.checks import eval_max_new_tokens, refuse_expected_number_when_sampled
     from ao_calib.config.compose import load_run_config
     from ao_calib.evaluation import evaluate
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     run_dir = RunDir(args.run_dir)

@@ -24,9 +24,9 @@ from omegaconf import OmegaConf
 
 from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
-from ao_calib.runtime.offline import env_flag
-from ao_calib.runs.run_dir import RunDir, read_json
 from ao_calib.core.settings import Checked, setting
+from ao_calib.runs.run_dir import RunDir, read_json
+from ao_calib.runtime.offline import env_flag
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 

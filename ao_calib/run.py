@@ -17,16 +17,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib.config import (
-    help_text as cli_help,  # registers the resolver --help lists groups with; answers --help <key>
-)
+from ao_calib.config import help_text as cli_help  # registers the resolver --help lists groups with; --help <key>
 from ao_calib.config.checks import check_combinations, eval_max_new_tokens, eval_token_budget, run_stages
 from ao_calib.config.compose import (check_values, refuse_moved_overrides, register_schemas, typed, unknown_keys,
                                      validate_plugins)
-from ao_calib.evaluation.config import EvalConfig
-from ao_calib.models.config import ModelConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import atomic_write_text
+from ao_calib.evaluation.config import EvalConfig
+from ao_calib.models.config import ModelConfig
 from ao_calib.preflight.references import references_over_budget
 from ao_calib.preflight.resources import check_recipe_choices
 from ao_calib.runs.checkpoints import StartPoint, start_point
@@ -67,8 +65,8 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
     picks up (its logs cut back to the checkpoint's step, its finished stages not repeated)."""
     from transformers import set_seed
 
-    from ao_calib.reporting import summary as run_summary
     from ao_calib.monitoring import wandb as run_wandb
+    from ao_calib.reporting import summary as run_summary
     from ao_calib.trainers.stage import StageRun, StageStart, plan_stages, run_stage
 
     start, settings = start or StartPoint(), RunSettings.of(cfg)

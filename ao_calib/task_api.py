@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ao_calib.calibration.contract import scored_confidence
-from ao_calib.evaluation.config import EvalConfig
-from ao_calib.core.plugins import TaskConfig, plugin_class
 from ao_calib.core.errors import AOCalibError
+from ao_calib.core.plugins import TaskConfig, plugin_class
+from ao_calib.core.settings import default_of
+from ao_calib.evaluation.config import EvalConfig
 from ao_calib.rewards import RewardFn
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.core.settings import default_of
 
 
 @dataclass
@@ -74,9 +74,9 @@ class TaskContext:
         """The context of a composed (or saved) run config."""
         from omegaconf import OmegaConf
 
-        from ao_calib.models.config import ModelConfig
         from ao_calib.config.checks import run_stages
         from ao_calib.config.compose import typed
+        from ao_calib.models.config import ModelConfig
         from ao_calib.models.config import LoraOverrideConfig
 
         reward = cfg.get("reward")

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, murphy_decomposition
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION, EpistemicStatus, parse_epistemic_status
+from ao_calib.calibration.metrics import auroc, binarize, expected_calibration_error, murphy_decomposition
 from ao_calib.core.plugins import TaskConfig
-from ao_calib.rewards import completion_text
 from ao_calib.core.settings import Checked, at_least, one_of, setting
+from ao_calib.rewards import completion_text
 
 
 CREDIT_RULES = ("sequence", "calibration", "group", "probability")

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib.core.plugins import plugin_class
-from ao_calib.evaluation.config import ConfidenceDecoding
 from ao_calib.core.errors import AOCalibError
-from ao_calib.core.settings import (
-    default_of,
-)
+from ao_calib.core.plugins import plugin_class
+from ao_calib.core.settings import default_of
+from ao_calib.evaluation.config import ConfidenceDecoding
 from ao_calib.runs.run_dir import WARMUP
-from ao_calib.trainers.config import (
-    SFTWarmupConfig,
-)
+from ao_calib.trainers.config import SFTWarmupConfig
 
 EVAL_MAX_NEW_TOKENS_WITHOUT_ROLLOUTS = 128  # a tool-JSON answer's completion length
 

@@ -8,22 +8,13 @@ from pathlib import Path
 import ao_calib.config.help_text  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.runtime.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.config.checks import check_combinations
-from ao_calib.core.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
 from ao_calib.config.schema import Config, LoggerConfig, PathsConfig, RewardConfig
-from ao_calib.models.config import ModelConfig
 from ao_calib.core.errors import AOCalibError
-from ao_calib.core.settings import (
-    SettingError,
-    check_tree,
-)
-from ao_calib.trainers.config import (
-    FormatWarmupConfig,
-    GRPOTrainerConfig,
-    PPOTrainerConfig,
-    RLOOTrainerConfig,
-    SFTTrainerConfig,
-    SFTWarmupConfig,
-)
+from ao_calib.core.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
+from ao_calib.core.settings import SettingError, check_tree
+from ao_calib.models.config import ModelConfig
+from ao_calib.trainers.config import (FormatWarmupConfig, GRPOTrainerConfig, PPOTrainerConfig, RLOOTrainerConfig,
+                                      SFTTrainerConfig, SFTWarmupConfig)
 
 _registered = False
 

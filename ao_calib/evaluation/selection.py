@@ -16,11 +16,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ao_calib.runtime import distributed
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import write_json
-from ao_calib.runs.run_dir import RunDir, read_json
 from ao_calib.runs.records import as_number
+from ao_calib.runs.run_dir import RunDir, read_json
+from ao_calib.runtime import distributed
 
 log = logging.getLogger(__name__)
 

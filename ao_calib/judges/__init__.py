@@ -4,8 +4,8 @@ from any other package plugs in the same way."""
 
 from __future__ import annotations
 
-from ao_calib.core.plugins import plugin_class
 from ao_calib.core.errors import AOCalibError
+from ao_calib.core.plugins import plugin_class
 from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, judge_now
 from ao_calib.judges.label import LabelJudge
 

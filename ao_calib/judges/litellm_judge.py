@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, fields
 
 from ao_calib.core.errors import AOCalibError
 from ao_calib.judges.base import Judge, JudgeContext, JudgeItem, note_failure, to_settings
-from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.cache import JudgmentCache, judgment_key
+from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.requests import RetryingRequests, describe_error, import_litellm
 
 log = logging.getLogger(__name__)

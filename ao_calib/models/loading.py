@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import torch
 from omegaconf import OmegaConf
 
-from ao_calib.runtime import distributed
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
-from ao_calib.runtime.offline import env_flag
 from ao_calib.runs.run_dir import RunDir
+from ao_calib.runtime import distributed
+from ao_calib.runtime.offline import env_flag
 from ao_calib.steering.layout import decoder_layers_path, get_decoder_layers
 
 if TYPE_CHECKING:

@@ -5,13 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ao_calib.core.settings import (
-    Checked,
-    above,
-    at_least,
-    setting,
-    within,
-)
+from ao_calib.core.settings import Checked, above, at_least, setting, within
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from ao_calib.runtime import distributed
 from ao_calib.core.errors import AOCalibError
+from ao_calib.runtime import distributed
 
 log = logging.getLogger(__name__)
 

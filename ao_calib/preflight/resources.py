@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from ao_calib.core.plugins import plugin_class
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
+from ao_calib.core.plugins import plugin_class
 
 # Groups a recipe (conf/recipe/) sets by merging their files: a command-line choice of one would be merged over.
 RECIPE_GROUPS = ("judge", "warmup", "logger")

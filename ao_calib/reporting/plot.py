@@ -20,9 +20,9 @@ from typing import Any, Optional
 
 from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
-from ao_calib.runs.run_dir import RunDir, read_json
-from ao_calib.runs.records import as_number, read_metrics_counted
 from ao_calib.core.settings import Checked, setting
+from ao_calib.runs.records import as_number, read_metrics_counted
+from ao_calib.runs.run_dir import RunDir, read_json
 
 _EVAL_PREFIXES = ("eval/", "val/", "eval_")
 _EVAL_NOISE = re.compile(r"(runtime|samples_per_second|steps_per_second)$")

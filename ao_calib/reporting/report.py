@@ -18,9 +18,9 @@ import pandas as pd
 
 from ao_calib.core.command_options import Command
 from ao_calib.core.errors import AOCalibError
+from ao_calib.core.settings import Checked, setting
 from ao_calib.reporting.plot import continuous_curve, sweep_title
 from ao_calib.runs.records import RunRecord, SweepFiles, load_runs
-from ao_calib.core.settings import Checked, setting
 
 MISSING = "—"
 FIXED_COLUMNS = ("run", "status", "final_reward", "wall_time_s", "steps", "error")

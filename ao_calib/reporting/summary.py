@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ao_calib.runtime import distributed
 from ao_calib.core.io import write_json
 from ao_calib.runs.run_dir import RunDir, read_json
+from ao_calib.runtime import distributed
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -18,8 +18,8 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from ao_calib.runtime import distributed
 from ao_calib.core.errors import AOCalibError
+from ao_calib.runtime import distributed
 
 
 def zero3() -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from trl import GRPOTrainer
 
+from ao_calib.models.fast_generation import FastGenerationMixin
 from ao_calib.trainers.common import CompletionSamplesMixin
 from ao_calib.trainers.credit import ConfidenceCreditMixin
-from ao_calib.models.fast_generation import FastGenerationMixin
 from ao_calib.trainers.shared_prefix import SharedPrefixMixin
 
 

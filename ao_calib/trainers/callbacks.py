@@ -11,8 +11,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-from ao_calib.runtime import distributed
 from ao_calib.rewards import RewardSchedule
+from ao_calib.runtime import distributed
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from trl import GRPOConfig
 
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.common import TrainerSetup, build_online_trainer, group_kwargs, sampling_kwargs, training_kwargs
-from ao_calib.trainers.steering import SteeringMixin
 from ao_calib.trainers.config import GRPOTrainerConfig
+from ao_calib.trainers.steering import SteeringMixin
 
 
 class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):

@@ -25,11 +25,11 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from ao_calib.core.errors import AOCalibError
 from ao_calib.runs.run_dir import RunDir
+from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.common import (BackboneStates, TrainerSetup, build_online_trainer, peft_base, sampling_kwargs,
                                       stage_batches, training_kwargs)
-from ao_calib.trainers.base import AOGRPOTrainer
-from ao_calib.trainers.steering import SteeringMixin
 from ao_calib.trainers.config import PPOTrainerConfig
+from ao_calib.trainers.steering import SteeringMixin
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from trl import RLOOConfig, RLOOTrainer
 
 from ao_calib.core.errors import AOCalibError
+from ao_calib.models.fast_generation import FastGenerationMixin
 from ao_calib.trainers.common import (CompletionSamplesMixin, TrainerSetup, build_online_trainer, group_kwargs,
                                       sampling_kwargs, training_kwargs)
-from ao_calib.models.fast_generation import FastGenerationMixin
 from ao_calib.trainers.config import RLOOTrainerConfig
 
 

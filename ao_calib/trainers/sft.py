@@ -15,12 +15,12 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import (confidence_span, first_digit_values, number_tokens,
                                           parse_epistemic_status, tag_span)
-from ao_calib.trainers.config import CalibrationLossForm, ConfidenceLoss, SFTTrainerConfig
 from ao_calib.core.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,
                                       training_kwargs)
+from ao_calib.trainers.config import CalibrationLossForm, ConfidenceLoss, SFTTrainerConfig
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)

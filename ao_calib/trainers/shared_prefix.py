@@ -32,8 +32,8 @@ from __future__ import annotations
 import torch
 from trl.trainer.utils import split_tensor_dict
 
-from ao_calib.steering.layout import unwrap
 from ao_calib.models.fast_generation import cache_keyword
+from ao_calib.steering.layout import unwrap
 
 
 def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

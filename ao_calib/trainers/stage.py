@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ao_calib.evaluation.config import EvalConfig
 from ao_calib.core.errors import AOCalibError
+from ao_calib.evaluation.config import EvalConfig
 from ao_calib.runs.checkpoints import StartPoint
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime.interrupts import RunInterrupted, SignalWatch

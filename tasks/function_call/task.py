@@ -167,8 +167,8 @@ class FunctionCallTask(Task):
         path = self._extra_path()
         if not path:
             return {}
-        from ao_calib.runtime import distributed
         from ao_calib.evaluation.evaluate import score_and_record
+        from ao_calib.runtime import distributed
 
         rows = self.extra_rows()
         completions = generate(rows, desc=f"{tag}_extra")

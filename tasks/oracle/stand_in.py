@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ao_calib.models import loading as models
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import plain
+from ao_calib.models import loading as models
 from ao_calib.steering import steer
 from ao_calib.steering.activations import extract_activations, layer_indices
 from ao_calib.trainers.sft import end_of_turn
