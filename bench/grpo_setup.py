@@ -10,13 +10,13 @@ from pathlib import Path
 import torch
 from trl import GRPOTrainer
 
+from ao_calib.config.compose import compose_run_config
 from ao_calib.models import loading as models
 from ao_calib.models.config import TinyModelConfig
-from ao_calib.config.compose import compose_run_config
+from ao_calib.models.tiny.builder import build_random_model
 from ao_calib.rewards import build_reward_schedule
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
-from ao_calib.models.tiny.builder import build_random_model
 from ao_calib.trainers import TrainerSetup, build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
 from bench.report import alternating_medians

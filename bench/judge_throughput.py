@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from ao_calib.judges.config import LiteLLMJudgeConfig
-from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT
 from ao_calib.judges.base import JudgeItem
+from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.litellm_judge import LiteLLMJudge
 from ao_calib.judges.rule_server import JudgeServer
+from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT
 
 MODELS = ("openai/judge-bench", "hosted_vllm/judge-bench")
 TARGET_S = 1.0  # the "256 judgments in about 1 s at concurrency 64"

@@ -32,8 +32,8 @@ def main() -> None:
 
     import torch
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import load_run_config
+    from ao_calib.models import loading as models
     from ao_calib_tasks.oracle.baselines import own_answer_probabilities
 
     cfg = load_run_config(args.run / "config.yaml")

@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf, open_dict
 
-from ao_calib.models import loading as models
 from ao_calib.evaluation.evaluate import held_out_rows
 from ao_calib.evaluation.generation import generate_completions
-from ao_calib.trainers import build_trainer
+from ao_calib.models import loading as models
 from ao_calib.models.merged_copy import merged_copy_of
+from ao_calib.trainers import build_trainer
 from bench.grpo_setup import ROOT, GRPOBench
 from bench.report import (
     alternating_medians,

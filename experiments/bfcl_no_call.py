@@ -110,10 +110,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write every case and table here")
     args = parser.parse_args()
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import load_run_config
-    from ao_calib.evaluation.evaluate import held_out_rows
     from ao_calib.core.io import read_jsonl
+    from ao_calib.evaluation.evaluate import held_out_rows
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     cfg = load_run_config(args.run / "config.yaml")

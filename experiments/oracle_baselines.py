@@ -44,10 +44,10 @@ def _data(cfg, split: str, tokenizer, model):
 def baselines(run: Path, adapter: Path, validation_tag: str, test_tag: str) -> dict:
     from ao_calib_tasks.oracle.baselines import own_answer_probabilities
 
-    from ao_calib.models import loading as models
     from ao_calib.calibration import metrics as cm
     from ao_calib.calibration.recalibration import PlattScaling
     from ao_calib.config.compose import load_run_config
+    from ao_calib.models import loading as models
 
     cfg = load_run_config(run / "config.yaml")
     source = models.model_source(cfg.model, cfg.paths.cache_dir)

@@ -17,9 +17,9 @@ import statistics
 import torch
 from ao_calib_tasks.oracle.generate import MOODS, TOPICS, generate_rows
 
-from ao_calib.models import loading as models
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.settings import plain
+from ao_calib.models import loading as models
 from ao_calib.steering.activations import (
     PositionRule,
     extract_activations,

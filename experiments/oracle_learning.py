@@ -38,11 +38,11 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     """Every confidence of the docstring on the run's held-out rows, and the headroom of the test bed."""
     from omegaconf import OmegaConf
 
-    from ao_calib.models import loading as models
     from ao_calib.calibration.metrics import calibration_report, kind_headroom
     from ao_calib.calibration.recalibration import PlattScaling, TemperatureScaling
     from ao_calib.config.compose import load_run_config
     from ao_calib.evaluation.generation import generate_completions
+    from ao_calib.models import loading as models
     from ao_calib.runs.run_dir import RunDir
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.baselines import fresh_rows, own_answer_probabilities

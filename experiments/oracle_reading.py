@@ -138,8 +138,8 @@ def baselines(run: Path, split: str) -> dict[str, dict[str, float]]:
     """The linear probe on the run's activations, and (scoring the test split) the constant and the Platt-scaled
     own-answer probability that the run itself fitted on the validation split (``baselines.logprob_platt`` in its
     final predictions rows and eval.json), on the final evaluation's rows."""
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import load_run_config
+    from ao_calib.models import loading as models
     from ao_calib.runs.run_dir import RunDir
     from ao_calib.task_api import build_task
 

@@ -36,10 +36,10 @@ import time
 import torch
 from ao_calib_tasks.oracle.generate import CITIES, MOODS, NOT_STATED, TOPICS
 
-from ao_calib.models import loading as models
 from ao_calib.calibration.metrics import auroc
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.settings import plain
+from ao_calib.models import loading as models
 from ao_calib.task_api import build_task
 
 VALUES = {"mood": sorted(MOODS), "topic": sorted(TOPICS), "city": sorted(CITIES)}

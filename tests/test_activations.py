@@ -9,10 +9,10 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
                                   layer_indices, target_text)
 from ao_calib.steering.layout import get_decoder_layers
-from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
 PROMPTS = ["How do I bake sourdough bread at home?", "Write a poem about the sea.",
            "My Python script crashes with a KeyError, can you help me debug it please?"]

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from omegaconf import OmegaConf
 
-from ao_calib.monitoring.end_of_run import calibration_alerts
-from ao_calib.monitoring.config import AlertsConfig
 from ao_calib.monitoring.callback import AlertCallback, training_alerts
+from ao_calib.monitoring.config import AlertsConfig
+from ao_calib.monitoring.end_of_run import calibration_alerts
 
 
 def callback(**thresholds):

@@ -142,8 +142,8 @@ def test_on_a_drawn_label_the_term_takes_the_mean_probability_of_the_answers_it_
     """On SmolLM2's own weights: for a row that names the answers its label was drawn from, c is the mean of
     their probabilities at the answer's first position (whichever the label is), not the label's probability;
     a row that names none keeps the label's. The collator pads the rows' answer lists with -1."""
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config as compose
+    from ao_calib.models import loading as models
     from ao_calib.trainers.common import BackboneStates
     from ao_calib.trainers.sft import IndexColumns
 

@@ -8,12 +8,12 @@ import math
 
 import pytest
 import torch
-from ao_calib.models import loading as models
 from ao_calib.calibration import CalibrationConfig
 from ao_calib.calibration.contract import confidence_span
 from ao_calib.calibration.reward import make_calibrated_reward
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
+from ao_calib.models import loading as models
 from ao_calib.task_api import build_task
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.callbacks import MetricsFileCallback

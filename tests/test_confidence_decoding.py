@@ -10,8 +10,8 @@ from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorL
 from ao_calib.calibration.decoding import ExpectedNumber, expected_number_plan
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
-from ao_calib.task_api import build_task
 from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
+from ao_calib.task_api import build_task
 from tests.helpers.commands import run_cli
 
 SCALE = [0, 20, 30, 40, 50, 60, 70, 80, 90, 100]

@@ -6,8 +6,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 
-from ao_calib.config.schema import Config
 from ao_calib.config.compose import unknown_keys
+from ao_calib.config.schema import Config
 from ao_calib.preflight.resources import RECIPE_GROUPS
 from tests.helpers.commands import run_cli
 from tests.helpers.configs import composed, options

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.runtime import distributed
 from ao_calib.core.errors import RemoteError
 from ao_calib.runs.run_dir import RunDir
+from ao_calib.runtime import distributed
 from tests.helpers.commands import run_cli
 from tests.helpers.files import read_jsonl
 from tests.helpers.paths import PROJECT_ROOT
@@ -243,8 +243,8 @@ def _fsdp2_step(rank: int, port: int, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.steering import steer
     from ao_calib.steering.layout import get_decoder_layers
 
@@ -285,8 +285,8 @@ def test_fsdp2_shards_the_tiny_model_and_a_steered_step_matches_one_process(tmp_
     """accelerate turns FSDP on for GPUs only (on CPU its processes are plain MULTI_CPU), so this applies torch's
     FSDP2 (``fully_shard``, what conf/accelerate/fsdp2.yaml selects) directly, on gloo: each process holds half of
     the parameters, and a steered forward/backward gives the unsharded loss and LoRA gradients."""
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     models.model_source(cfg.model, cfg.paths.cache_dir)  # built once, before both processes load it
@@ -305,8 +305,8 @@ SHARDED_PROMPTS = ["How do I bake bread?", "Write a poem about the sea.", "What 
 def _extraction_and_generation(model, tokenizer, cache_root: Path | None = None, stats=None):
     """The project's extraction and evaluation generation on ``model``: two batches on one rank and one on the
     other when split over two processes, unless the shares are padded."""
-    from ao_calib.steering.activations import ActivationCache, PositionRule, extract_activations
     from ao_calib.evaluation.generation import generate_completions
+    from ao_calib.steering.activations import ActivationCache, PositionRule, extract_activations
 
     rows = [{"prompt": [{"role": "user", "content": p}]} for p in SHARDED_PROMPTS]
     # Generation first: on a sharded model that no forward pass has gathered yet
@@ -322,8 +322,8 @@ def _extraction_and_generation(model, tokenizer, cache_root: Path | None = None,
 def _tiny_lora_model():
     import torch
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
 
     cfg = compose_run_config(["experiment=function_call_tiny"])
     torch.manual_seed(0)  # the same LoRA initialisation in every process

@@ -9,9 +9,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ao_calib.models import loading as models
 from ao_calib.config.compose import compose_run_config
 from ao_calib.export import main
+from ao_calib.models import loading as models
 from ao_calib.runs.run_dir import RunDir
 
 

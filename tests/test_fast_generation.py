@@ -14,13 +14,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import default_of
-from ao_calib.steering import SteeringBatch, steer
+from ao_calib.models.fast_generation import FastGenerator, Sampling, first_row_of_each_group, shared_prompts
+from ao_calib.models.merged_copy import MergedCopy
 from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
+from ao_calib.steering import SteeringBatch, steer
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.callbacks import MetricsFileCallback
 from ao_calib.trainers.config import OnlineTrainerConfig
-from ao_calib.models.fast_generation import FastGenerator, Sampling, first_row_of_each_group, shared_prompts
-from ao_calib.models.merged_copy import MergedCopy
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
 
 from tests.helpers.trainers import build_setup

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ao_calib.reporting.plot import global_steps, plot_run, run_title
-from ao_calib.runs.run_dir import RunDir
 from ao_calib.runs.records import SweepFiles
+from ao_calib.runs.run_dir import RunDir
 from tests.helpers.commands import assert_ok, help_page, run_cli
 from tests.helpers.paths import CONF_DIR, PROJECT_ROOT
 from tests.helpers.runs import copy_run, offline_function_call_run
@@ -138,8 +138,8 @@ def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, 
 def test_a_presets_warmup_can_be_dropped_to_start_from_a_saved_one():
     """warmup.enabled=false: only the main stage runs (e.g. GRPO from trainer.init_from=<a warm-up checkpoint>),
     and the task is told no SFT stage runs."""
-    from ao_calib.config.compose import compose_run_config
     from ao_calib.config.checks import run_stages
+    from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import TaskContext
 
     kept = compose_run_config(["experiment=oracle_smollm2"])

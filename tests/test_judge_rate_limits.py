@@ -11,8 +11,8 @@ from ao_calib.core.errors import AOCalibError
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.litellm_judge import LiteLLMJudge, RateLimiter
-from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 from ao_calib.judges.rule_server import JudgeServer
+from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,15 +16,15 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from ao_calib.judges import JudgeContext
-from ao_calib.judges.config import LiteLLMJudgeConfig
-from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 from ao_calib.core.errors import AOCalibError
+from ao_calib.judges import JudgeContext
 from ao_calib.judges.base import JudgeItem
 from ao_calib.judges.cache import JudgmentCache, judgment_key
+from ao_calib.judges.config import LiteLLMJudgeConfig
 from ao_calib.judges.litellm_judge import LiteLLMJudge, parse_score
 from ao_calib.judges.requests import PLACEHOLDER_API_KEY, import_litellm, register_free_if_unpriced
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
+from ao_calib_tasks.oracle.prompt import JUDGE_PROMPT as DEFAULT_JUDGE_PROMPT
 
 pytestmark = pytest.mark.timeout(60)
 

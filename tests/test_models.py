@@ -7,8 +7,8 @@ import re
 import pytest
 from ao_calib.config.compose import compose_run_config
 
-from ao_calib.models import loading as models
 from ao_calib.core.errors import ResourceUnavailableError
+from ao_calib.models import loading as models
 
 
 def model_cfg(*overrides):

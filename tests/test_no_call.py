@@ -20,9 +20,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ao_calib.config.compose import compose_run_config
 from ao_calib.evaluation.evaluate import evaluate
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
-from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
 FIXTURE = Path(__file__).parent / "data" / "bfcl"
 BFCL = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",

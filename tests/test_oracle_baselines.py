@@ -14,8 +14,8 @@ COMPLETIONS = ["[epistemic status: 70] Yes", "[epistemic status: 20] No", "[epis
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"paths.cache_dir={tmp_path_factory.mktemp('cache')}"])

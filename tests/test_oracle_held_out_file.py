@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from ao_calib import eval as eval_command
-from ao_calib.models import loading as models
 from ao_calib.config.compose import load_run_config
+from ao_calib.models import loading as models
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.steering import ActivationSteering
 from tests.helpers.commands import assert_ok, run_cli

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from ao_calib.models import loading as models
 from ao_calib.config.compose import compose_run_config
 from ao_calib.evaluation import evaluate
 from ao_calib.judges.label import yes_no
+from ao_calib.models import loading as models
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.baselines import own_answer_probabilities

@@ -8,14 +8,14 @@ from collections import Counter
 
 import pytest
 
+from ao_calib.calibration import CalibrationConfig
 from ao_calib.core.errors import DataValidationError
 from ao_calib.judges import JudgeItem, LabelJudge
 from ao_calib.judges.label import yes_no
-from ao_calib_tasks.oracle.prompt import find_placeholder_positions, oracle_user_text
 from ao_calib_tasks.oracle.data import load_labelled_rows
-from ao_calib.calibration import CalibrationConfig
-from ao_calib_tasks.oracle.rewards import make_oracle_reward
 from ao_calib_tasks.oracle.generate import generate_splits
+from ao_calib_tasks.oracle.prompt import find_placeholder_positions, oracle_user_text
+from ao_calib_tasks.oracle.rewards import make_oracle_reward
 
 
 def test_synthetic_splits_are_disjoint_balanced_and_deterministic():
@@ -321,8 +321,8 @@ def test_centring_takes_the_training_mean_off_every_vector_the_oracle_reads(tmp_
     raw ones less that same training mean (nothing of the test split enters it)."""
     import torch
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     def built(center: bool):
@@ -350,8 +350,8 @@ def test_the_oracle_never_reads_the_skipped_leading_tokens(tmp_path):
     vectors are those of every token but the first, and each oracle prompt holds one placeholder per vector."""
     import torch
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.prompt import PLACEHOLDER
 
@@ -398,9 +398,9 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
     fact (no city named), the held-out split and the main stage keep their yes/no questions; out of range: refused."""
     from omegaconf import OmegaConf
 
-    from ao_calib.models import loading as models
     from ao_calib.calibration import parse_epistemic_status
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.generate import OPEN_QUESTIONS
 
@@ -434,8 +434,8 @@ def readable_only_warmup(tmp_path, *overrides) -> tuple[list[dict], list[dict]]:
     warmup_rows.readable_only and warmup_rows.open_fraction=0.5, plus ``overrides``."""
     from omegaconf import OmegaConf
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     cfg = compose_run_config(["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.7",
@@ -540,8 +540,8 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     import torch
     from omegaconf import OmegaConf
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
     from ao_calib_tasks.oracle.rows import NONE_ID_PREFIX
 
@@ -590,9 +590,9 @@ def test_rl_reserved_prompts_split_the_training_prompts_between_warmup_and_rl(tm
     untouched, the draw repeats, and a run without a warm-up refuses the key."""
     from omegaconf import OmegaConf
 
-    from ao_calib.models import loading as models
     from ao_calib.config.compose import compose_run_config
     from ao_calib.core.errors import AOCalibError
+    from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 
     overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",

@@ -69,8 +69,8 @@ def test_probe_reads_a_tiny_models_extracted_activations(offline_env):
     trains, on prompts the probe was not fitted on."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ao_calib.steering.activations import PositionRule, extract_activations
     from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
+    from ao_calib.steering.activations import PositionRule, extract_activations
 
     path = ensure_tiny_model(TinyModelSpec(), offline_env / "tiny_models")
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path)

@@ -175,8 +175,8 @@ def test_no_range_table_beside_the_schemas():
 
 def test_a_schema_built_in_code_refuses_a_value_out_of_range():
     from ao_calib.calibration import CalibrationConfig
-    from ao_calib.trainers.config import GRPOTrainerConfig, SFTTrainerConfig
     from ao_calib.core.errors import AOCalibError
+    from ao_calib.trainers.config import GRPOTrainerConfig, SFTTrainerConfig
 
     with pytest.raises(ValueError, match=r"^beta=-1: out of range, allowed >= 0$"):
         GRPOTrainerConfig(beta=-1)

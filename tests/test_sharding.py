@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib.runtime import sharding
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError
+from ao_calib.runtime import sharding
 from tests.helpers.commands import run_cli
 from tests.helpers.paths import CONF_DIR
 
@@ -90,8 +90,8 @@ def _prepare_under_the_fsdp2_launch(rank: int, port: int, out: str) -> None:
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    from ao_calib.runtime import distributed
     from ao_calib.models import loading as models
+    from ao_calib.runtime import distributed
     from ao_calib.trainers.common import uses_bf16
 
     ranks = distributed.all_gather(rank)  # the process group, up before the model loads (as in a run)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ao_calib.models import loading as models
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import ResourceUnavailableError
+from ao_calib.models import loading as models
 from ao_calib.models.gguf import MARKER, PackagedGGUF, conversion_lock, ensure_checkpoint, load_gguf
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.steering.layout import unwrap

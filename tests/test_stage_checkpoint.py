@@ -9,8 +9,8 @@ import datasets
 import torch
 
 from ao_calib.config.compose import compose_run_config, typed
-from ao_calib.models.config import ModelConfig
 from ao_calib.models import loading as models
+from ao_calib.models.config import ModelConfig
 from ao_calib.runs.checkpoints import StartPoint
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import TaskData

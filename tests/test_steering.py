@@ -10,10 +10,10 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
+from ao_calib.steering import SteeringError, steer
 from ao_calib.steering.layout import get_decoder_layers
 from ao_calib_tasks.oracle.prompt import encode_oracle_prompt, placeholder_token_id
-from ao_calib.steering import SteeringError, steer
-from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 
 FAMILIES = ["qwen3", "gemma3", "smollm2"]
 

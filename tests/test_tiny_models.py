@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file
 
 from ao_calib.models.tiny import builder as tiny_models
+from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model, tiny_model_key
 from ao_calib.models.tiny.corpus import corpus_texts
 from ao_calib.steering.layout import UnsupportedLayoutError, decoder_layers_path, get_decoder_layers
-from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model, tiny_model_key
 
 transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ao_calib.core.errors import DataValidationError
+from ao_calib_tasks.tool_json.data import load_rows
 from ao_calib_tasks.tool_json.generate import (SOURCE, generate_rows, generate_splits,
                                                generate_three_splits, output_paths)
-from ao_calib_tasks.tool_json.data import load_rows
 from ao_calib_tasks.tool_json.prompts import SYSTEM_PROMPT, expected_output, messages
 from ao_calib_tasks.tool_json.rewards import score_completion
 from ao_calib_tasks.tool_json.safe_eval import parse_expression, safe_eval

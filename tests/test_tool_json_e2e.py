@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ao_calib.config.compose import compose_run_config
 
-from ao_calib.models import loading as models
 from ao_calib.core.errors import AOCalibError
+from ao_calib.models import loading as models
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.files import read_jsonl
 from tests.helpers.trainers import build as build_trainer_from_config

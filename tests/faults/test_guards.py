@@ -24,9 +24,9 @@ from safetensors.torch import save_file
 from ao_calib.config.compose import check_values
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import AOCalibError, MissingDataFileError
-from ao_calib.runs.run_dir import RunDir
 from ao_calib.runs.checkpoints import checkpoint_problem, resolve_checkpoint, start_point
 from ao_calib.runs.records import load_run
+from ao_calib.runs.run_dir import RunDir
 from tests.helpers.background_run import BackgroundRun
 from tests.helpers.commands import run_cli
 from tests.helpers.paths import PROJECT_ROOT
@@ -351,9 +351,9 @@ def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny
 def test_the_real_model_presets_budget_every_reference(experiment, smollm2_source):
     """The SmolLM2 presets generate enough tokens for every reference answer of their generated data (three
     seeds), in evaluation and in rollouts: no row is cut off whatever the model writes."""
+    from ao_calib.config.checks import eval_max_new_tokens
     from ao_calib.models import loading as models
     from ao_calib.preflight.references import completion_lengths, references_over_budget
-    from ao_calib.config.checks import eval_max_new_tokens
     from ao_calib.run import _generation_budgets
     from ao_calib.task_api import build_task
 
@@ -421,8 +421,8 @@ def test_no_learning_signal_fires_for_group_trainers_and_for_ppo():
     from omegaconf import OmegaConf
     from transformers import TrainerControl, TrainerState
 
-    from ao_calib.monitoring.config import AlertsConfig
     from ao_calib.monitoring.callback import AlertCallback, training_alerts
+    from ao_calib.monitoring.config import AlertsConfig
 
     for sick in ({"advantage_std": 0.0}, {"advantage_std": 1.0, "reward_spread": 0.0}):
         callback = AlertCallback(training_alerts(OmegaConf.structured(AlertsConfig)), patience=3)
