@@ -5,7 +5,7 @@ GRPOTrainer, on the same model, data, batch and seed.
 A function-calling prompt (the function docs, ~300-400 tokens) is much longer than its answer (~20-70 tokens), and
 on a CPU a pass costs its tokens: TRL runs each prompt once per completion to sample and again to score the loss.
 Every side starts each round from the same adapter and seed, so the rollouts of a step are drawn alike (the fast
-path samples what ``generate`` samples for a seed: tests/test_fast_generation.py); the mean completion length of
+path samples what ``generate`` samples for a seed: tests/models/test_fast_generation.py); the mean completion length of
 each side's step is printed beside its time to show it. Rounds alternate (bench.report.alternating_medians);
 round 0 warms up and is not counted.
 

@@ -1,4 +1,4 @@
-"""A command for tests/test_cli_zygote.py: ``python -m tests.cli_probe [sleep=S] [exit=N|message=TEXT|raise]``
+"""A command for tests/commands/test_cli_zygote.py: ``python -m tests.cli_probe [sleep=S] [exit=N|message=TEXT|raise]``
 prints what a process started for a test should see (its parent, working directory, arguments, one variable)."""
 
 import os

@@ -161,7 +161,7 @@ class FastGenerator:
             # A sliding-window layer's static cache keeps its fill level as a Python int that the decode step
             # branches on, so the compiler guards on it and recompiles at every decoded token until its recompile
             # limit (8), then runs the step uncompiled (measured with tiny Gemma 3: 8 graphs for one 40-token
-            # rollout; tests/test_fast_generation.py). Such models decode with the static cache, uncompiled.
+            # rollout; tests/models/test_fast_generation.py). Such models decode with the static cache, uncompiled.
             compile_decode = on_cuda and not sliding
             if on_cuda and sliding:
                 log.info("fast generation: %s has sliding-window layers, whose static cache recompiles the decode "

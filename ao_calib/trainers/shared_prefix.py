@@ -11,7 +11,7 @@ step is the same prompt, run again. This path instead, for each micro-batch:
 * runs each row's last prompt token and completion through the model's own forward with TRL's fused LM head
   (``shift_labels``), so the log-probabilities, the temperature and the entropy are TRL's own.
 
-The result is the same log-probabilities and gradients as TRL's path (tests/test_shared_prefix.py compares them),
+The result is the same log-probabilities and gradients as TRL's path (tests/trainers/test_shared_prefix.py compares them),
 up to float rounding. Positions are the same too: TRL passes no position ids, so a row's positions are its column
 indices in the left-padded batch, which the cache's length reproduces.
 

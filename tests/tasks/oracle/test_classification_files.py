@@ -30,7 +30,7 @@ from ao_calib_tasks.oracle.classification import (
     shipped_data_dir,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "data" / "ao_classification"
 FIXTURES = REPO / "tests" / "fixtures" / "ao_classification"
 PARAPHRASES = load_paraphrases(SHIPPED / "paraphrases" / "question.json")

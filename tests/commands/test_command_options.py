@@ -23,7 +23,7 @@ from tests.helpers.bfcl_rows import completion_rows
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.fake_runs import make_run, metric_steps
 
-BFCL_FOLDER = Path(__file__).parent / "data" / "bfcl"
+BFCL_FOLDER = Path(__file__).parents[1] / "data" / "bfcl"
 COMMANDS = {"eval": eval_main, "export": export_main, "score": score_main, "report": report_main, "plot": plot_main}
 
 

@@ -24,9 +24,9 @@ from ao_calib_tasks.oracle.classification import (
 )
 from ao_calib_tasks.oracle.classification_files import ner_sentences
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ao_classification"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ao_classification"
 # Slices of the real reference files (adamkarvonen/activation_oracles, MIT): see that folder's README.md.
-REAL_DATA = Path(__file__).resolve().parent / "fixtures" / "ao_classification_real"
+REAL_DATA = Path(__file__).resolve().parents[2] / "fixtures" / "ao_classification_real"
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def test_eval_cli_on_a_saved_run(run_dir):
 def test_eval_cli_scores_a_bfcl_folder_per_category(run_dir):
     """`ao_calib.eval ... task.data.test_path=DIR` scores a saved run on another held-out set: here a folder in
     BFCL's own layout (question files + possible_answer/), AST accuracy per category and overall."""
-    folder = Path(__file__).parent / "data" / "bfcl"
+    folder = Path(__file__).parents[1] / "data" / "bfcl"
     # no num_samples=: all 36 rows of the folder, not the run's eval.num_samples (8, sized for its own split)
     result = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.format=bfcl", f"task.data.test_path={folder}",
                      "max_new_tokens=8", "tag=bfcl_fixture")

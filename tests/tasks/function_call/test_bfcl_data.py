@@ -14,7 +14,7 @@ from ao_calib_tasks.function_call.bfcl_checker import score_text
 from ao_calib_tasks.function_call.generate import make_row
 from ao_calib_tasks.function_call.parsing import parse_calls
 
-FIXTURE = Path(__file__).parent / "data" / "bfcl"
+FIXTURE = Path(__file__).parents[2] / "data" / "bfcl"
 
 
 def test_fixture_folder_loads_every_category_with_its_ground_truth():

@@ -12,7 +12,7 @@ import pytest
 from ao_calib.core.errors import DataValidationError
 from ao_calib_tasks.oracle.classification import OOD_SPLIT, SPLITS, load_classification, split_by_prompt
 
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "ao_classification"
+SHIPPED = Path(__file__).resolve().parents[3] / "data" / "ao_classification"
 NAMES = ("geometry_of_truth", "relations", "tense", "singular_plural", "engels_hist_fig_ismale",
          "engels_headline_istrump")
 

@@ -41,7 +41,7 @@ def test_a_validation_run_writes_the_raw_answer_probability_beside_the_number(tm
 
 def test_oracle_pipeline_run_directory(tmp_path):
     out = tmp_path / "oracle"
-    fixtures = Path(__file__).parent / "fixtures" / "ao_classification"
+    fixtures = Path(__file__).parents[2] / "fixtures" / "ao_classification"
     result = run_cli("ao_calib.run", "experiment=oracle_tiny", "task.classification.enabled=true",
                      f"task.classification.data_dir={fixtures}", "task.classification.n_per_dataset=6",
                      "task.classification.datasets=[geometry_of_truth,tense,sst2]",
@@ -268,7 +268,7 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
     out = tmp_path / "seed"
     with JudgeServer(Behaviour(rule=generated_truth_rule)) as server:
         # the path, not its learning, is under test here: the stand-in (trained here, for this test alone), the
-        # format warm-up and GRPO cut short, and the random-vector condition left out (tests/test_smollm2.py and
+        # format warm-up and GRPO cut short, and the random-vector condition left out (tests/models/test_smollm2.py and
         # test_oracle_pipeline_run_directory evaluate under it)
         result = run_cli("ao_calib.run", "experiment=oracle_seed_tiny", f"task.data.path={data}",
                          "task.data.test_fraction=0.3", "judge.model=openai/reading-judge",

@@ -24,7 +24,7 @@ from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task
 
-FIXTURE = Path(__file__).parent / "data" / "bfcl"
+FIXTURE = Path(__file__).parents[2] / "data" / "bfcl"
 BFCL = ["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl",
         f"task.data.train_path={FIXTURE / 'BFCL_v4_simple_python.json'}",
         f"task.data.test_path={FIXTURE / 'BFCL_v4_parallel.json'}"]

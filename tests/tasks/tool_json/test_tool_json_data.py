@@ -23,7 +23,7 @@ from ao_calib_tasks.tool_json.safe_eval import parse_expression, safe_eval
 from ao_calib_tasks.tool_json.schema import FIELDS
 from ao_calib_tasks.tool_json.templates import AUTHORS, CAPITALS, format_number
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -143,7 +143,7 @@ def typed_leaves(node, path: str, schema: type | None):
 @pytest.mark.parametrize("experiment", options("experiment"))
 def test_every_key_of_every_preset_has_exactly_one_default_in_code(experiment):
     """Every key of the composed preset is a field of the schema typing its node, and that field states the
-    default (YAML files only override it: tests/test_config_defaults.py checks they restate none)."""
+    default (YAML files only override it: tests/config/test_config_defaults.py checks they restate none)."""
     cfg = composed([f"experiment={experiment}"])
     with_hydra_removed = {k: cfg._get_node(k) for k in cfg.keys() if k != "hydra"}
     problems = []

@@ -130,7 +130,7 @@ def as_tested(argv: list[str], run: Path, tmp: Path) -> tuple[list[str], dict[st
     if module in ("ao_calib.eval", "ao_calib.plot", "ao_calib.report"):
         return [module, *map(at_run, args)], env
     if module == "ao_calib.export" and any(a.startswith("push_to_hub=") for a in args):
-        return [module, "--help"], env  # needs the user's hub account (tests/test_export.py uploads to a stand-in)
+        return [module, "--help"], env  # needs the user's hub account (tests/commands/test_export.py uploads to a stand-in)
     if module == "ao_calib.export":
         return [module, *map(at_run, args), f"out={tmp / 'export'}-{len(list(tmp.glob('export*')))}"], env
     if module in ("ao_calib.score", "ao_calib_tasks.oracle.judge_server", "ao_calib_tasks.oracle.make_questions"):
@@ -138,7 +138,7 @@ def as_tested(argv: list[str], run: Path, tmp: Path) -> tuple[list[str], dict[st
     if module.startswith("ao_calib_tasks.") and module.endswith(".generate"):  # writes its files under tmp instead
         out = args.index("--out") + 1
         return [module, *args[:out], str(tmp / "generated" / args[out]), *args[out + 1:]], env
-    raise AssertionError(f"README runs `python -m {module}`: tests/test_readme_commands.py has no rule for it")
+    raise AssertionError(f"README runs `python -m {module}`: tests/project/test_readme_commands.py has no rule for it")
 
 
 def test_the_readme_has_the_commands_this_test_knows():

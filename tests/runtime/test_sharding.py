@@ -2,7 +2,7 @@
 over the one partitioned model) stops before any model loads, naming the keys. ``sharding.prepare`` under the FSDP2
 launch on two real CPU processes, where accelerate does not shard (the sharded path needs GPUs). (Sharded
 extraction and evaluation run over two real processes, sharded by torch's ``fully_shard``, in
-tests/test_distributed.py.)"""
+tests/runtime/test_distributed.py.)"""
 
 from __future__ import annotations
 

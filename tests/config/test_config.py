@@ -115,7 +115,7 @@ def test_cli_rejects_misspelt_and_appended_keys():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_real_model_without_gpu_or_hub_stops_at_once(tmp_path):
     result = run_cli("ao_calib.run", "~recipe", "judge=label", f"hydra.run.dir={tmp_path / 'never'}",
-                     timeout=60)  # the default model, without the design-note recipe (tests/test_seed_recipe.py)
+                     timeout=60)  # the default model, without the design-note recipe (tests/e2e/test_seed_recipe.py)
     assert result.returncode == 2
     assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
     assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr

@@ -15,7 +15,7 @@ from ao_calib.reporting.report import main, records_frame, write_report
 from ao_calib.runs.records import RunDirError, find_run_dirs, load_run, load_runs, read_metrics, read_overrides
 from tests.helpers.fake_runs import make_run, metric_steps
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

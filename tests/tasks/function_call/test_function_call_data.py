@@ -24,7 +24,7 @@ from ao_calib_tasks.function_call.parsing import parse_calls
 from ao_calib_tasks.function_call.rewards import tool_call_exact
 from ao_calib_tasks.function_call.schemas import PARAM_TYPES, SCHEMAS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 FIELDS = {"prompt", "answer", "type", "ground_truth", "ground_truth_text", "possible_boxed_answers",
           "is_multi_answer", "confidence", "source"}
 
