@@ -144,7 +144,7 @@ def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -
     from ao_calib.calibration.decoding import expected_number_plan
     from ao_calib.config.checks import eval_max_new_tokens, refuse_expected_number_when_sampled
     from ao_calib.config.compose import load_run_config
-    from ao_calib.evaluation import evaluate
+    from ao_calib.evaluation.evaluate import evaluate
     from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
 

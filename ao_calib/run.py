@@ -162,7 +162,7 @@ class RunParts:
 
     def evaluations(self, settings: RunSettings, run_dir: RunDir):
         """(the evaluation on the split the run selects on, the final one: on the test split under selection)."""
-        from ao_calib.evaluation import evaluate
+        from ao_calib.evaluation.evaluate import evaluate
 
         kwargs = _eval_kwargs(settings, run_dir)
         evaluate_as = functools.partial(evaluate, self.task, self.model, self.tokenizer, self.data, **kwargs)

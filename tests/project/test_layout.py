@@ -5,6 +5,7 @@ package folder is installed."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -120,8 +121,7 @@ def test_the_framework_never_imports_a_task():
 
 
 def test_no_import_cycles():
-    mods = modules()
-    graph = {name: imports(name, path, set(mods)) for name, path in mods.items()}
+    graph = project_graph()
     state: dict[str, int] = {}
     cycles = []
 
@@ -146,6 +146,7 @@ def test_every_package_folder_is_installed():
     assert packages == listed
 
 
+@functools.cache
 def project_graph() -> dict[str, set[str]]:
     mods = modules()
     return {name: imports(name, path, set(mods)) for name, path in mods.items()}

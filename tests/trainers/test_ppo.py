@@ -218,7 +218,7 @@ def untrained_policy(tmp_path_factory):
 
 
 def test_sampled_evaluation_is_seeded_and_leaves_the_callers_random_state_alone(untrained_policy):
-    from ao_calib.evaluation import generate_completions
+    from ao_calib.evaluation.generation import generate_completions
 
     model, tokenizer = untrained_policy
     rows = [{"prompt": p} for p in prompts(4, seed=5)]
@@ -238,7 +238,7 @@ def test_sampled_evaluation_is_seeded_and_leaves_the_callers_random_state_alone(
 def test_evaluation_batches_rows_by_length_and_returns_completions_in_row_order(untrained_policy):
     """generate_completions batches prompts of similar length (less padding); each completion still belongs to its
     row: greedy answers in batches of 3 over rows of very different lengths equal the answers one row at a time."""
-    from ao_calib.evaluation import generate_completions
+    from ao_calib.evaluation.generation import generate_completions
 
     model, tokenizer = untrained_policy
     texts = [chat[0]["content"] for chat in prompts(6, seed=7)]

@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from ao_calib.config.compose import compose_run_config
-from ao_calib.evaluation import evaluate
+from ao_calib.evaluation.evaluate import evaluate
 from ao_calib.judges.label import yes_no
 from ao_calib.models import loading as models
 from ao_calib.runs.run_dir import RunDir
