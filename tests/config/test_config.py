@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
@@ -10,6 +13,7 @@ from ao_calib.config.compose import unknown_keys
 from ao_calib.config.schema import Config
 from ao_calib.preflight.resources import RECIPE_GROUPS
 from tests.helpers.commands import run_cli
+from tests.helpers.paths import PROJECT_ROOT
 from tests.helpers.configs import composed, options
 
 GROUPS = ["task", "model", "trainer", "reward", "judge", "logger", "paths", "warmup"]
@@ -121,3 +125,14 @@ def test_real_model_without_gpu_or_hub_stops_at_once(tmp_path):
     assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr
     assert "model=tiny_qwen3" in result.stderr  # the user's own command, offline
     assert "Traceback" not in result.stderr
+
+
+def test_help_loads_no_torch_and_composing_loads_no_transformers():
+    """The run's config gathers every room's schema; none of them may pull in torch or transformers, so that
+    ``--help`` stays light (an eager import in a package's ``__init__`` did once) and composing loads only what the
+    task's class needs."""
+    code = ("import sys; from ao_calib.config.compose import compose_run_config, register_schemas; "
+            "from ao_calib.config.help_text import settings_sections; register_schemas(); settings_sections(); "
+            "assert 'torch' not in sys.modules; compose_run_config(['experiment=quickstart']); "
+            "bad = [m for m in ('transformers', 'trl', 'peft') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=PROJECT_ROOT)
