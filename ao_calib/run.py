@@ -71,7 +71,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
 
     start, settings = start or StartPoint(), RunSettings.of(cfg)
     summary = run_summary.RunSummary(run_dir, resumed_from=start.checkpoint)
-    previous = summary.previous() or {} if start.resuming else {}
+    summary.wandb_run_id = (summary.previous() or {}).get("wandb_run_id") if start.resuming else None  # kept on a kill
     watch = SignalWatch().install()
     try:
         _cut_logs_back(start, run_dir)
@@ -79,9 +79,9 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         set_seed(settings.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
         parts = _build_parts(cfg, settings, run_dir, summary)
         if distributed.is_main():
-            summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=previous.get("wandb_run_id"))
+            summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=summary.wandb_run_id)
         summary.write("running")  # with the wandb run id, which a resume after a kill continues
-        setup = parts.trainer_setup(settings, run_dir, report_to_wandb=summary.wandb_run_id is not None)
+        setup = parts.trainer_setup(settings, run_dir, wandb_run_id=summary.wandb_run_id)
         evaluate_as, evaluate_final = parts.evaluations(settings, run_dir)
         if settings.eval.enabled and settings.eval.initial and not _done_before(start, run_dir, "initial"):
             evaluate_as(tag="initial")
@@ -154,9 +154,10 @@ class RunParts:
     def selecting(self) -> bool:
         return self.final_task is not self.task
 
-    def trainer_setup(self, settings: RunSettings, run_dir: RunDir, report_to_wandb: bool):
+    def trainer_setup(self, settings: RunSettings, run_dir: RunDir, wandb_run_id: str | None):
         from ao_calib.trainers import TrainerSetup
 
+        report_to_wandb = distributed.is_main() and wandb_run_id is not None  # the main process logs to wandb
         return TrainerSetup(settings.model, self.model, self.tokenizer, self.data, run_dir, self.schedule,
                             self.reward_fns, report_to_wandb=report_to_wandb, seed=settings.trainer.seed)
 
