@@ -272,8 +272,8 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
         # test_oracle_pipeline_run_directory evaluate under it)
         result = run_cli("ao_calib.run", "experiment=oracle_seed_tiny", f"task.data.path={data}",
                          "task.data.test_fraction=0.3", "judge.model=openai/reading-judge",
-                         f"judge.api_base={server.api_base}", "task.stand_in.steps=130", "warmup.max_steps=60",
-                         "trainer.max_steps=6", "trainer.save_steps=6", "eval.num_samples=40", "task.eval_none=false",
+                         f"judge.api_base={server.api_base}", "task.stand_in.steps=60", "warmup.max_steps=60",
+                         "trainer.max_steps=6", "trainer.save_steps=6", "eval.num_samples=24", "task.eval_none=false",
                          f"hydra.run.dir={out}")
         assert_ok(result)
         calls = server.stats.total
