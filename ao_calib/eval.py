@@ -88,7 +88,7 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
     ``task.data.test_path=DIR``). A key the run's task config does not have, or a ``*_path`` naming nothing, is
     refused by name, and the task's schema checks the result, before any model loads. Returns the overrides
     applied."""
-    from ao_calib.config.compose import renamed_keys, validate_plugins
+    from ao_calib.config.compose import moved_key_error, renamed_keys, validate_plugins
     from ao_calib.core.plugins import plugin_class
 
     overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
@@ -97,9 +97,9 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
         key, sep, value = override.partition("=")
         if not sep:
             raise AOCalibError(f"{override}: expected {key}=VALUE")
-        if key.removeprefix(TASK_PREFIX).split(".")[0] in moved:
-            old = key.removeprefix(TASK_PREFIX).split(".")[0]
-            raise AOCalibError(f"task.{old} has moved: set task.{moved[old]} instead")
+        old = key.removeprefix(TASK_PREFIX).split(".")[0]
+        if old in moved:
+            raise moved_key_error("task", old, moved[old])
         if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
             raise AOCalibError(f"{key}: the run's task config has no such key (task={cfg.task.get('name')})")
         if key.endswith("_path") and value not in ("", "null") and not Path(value).exists():

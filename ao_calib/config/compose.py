@@ -83,6 +83,11 @@ def renamed_keys(schema: type) -> dict[str, str]:
     return found
 
 
+def moved_key_error(group: str, old: str, new: str) -> AOCalibError:
+    """The one message a moved key is refused with, wherever it is given (a run, an override, an evaluation)."""
+    return AOCalibError(f"{group}.{old} has moved: set {group}.{new} instead")
+
+
 def moved_keys(node, schema: type, group: str, migrate: bool = False) -> None:
     """Refuses a key ``schema`` lists as moved, in one message naming where it went; with ``migrate``, moves its
     value there instead (a run saved before the move is read back as it ran)."""
@@ -92,7 +97,7 @@ def moved_keys(node, schema: type, group: str, migrate: bool = False) -> None:
         if old not in node:  # old keys are the group's own (top-level) keys
             continue
         if not migrate:
-            raise AOCalibError(f"{group}.{old} has moved: set {group}.{new} instead")
+            raise moved_key_error(group, old, new)
         with open_dict(node):
             OmegaConf.update(node, new, node.pop(old), merge=True, force_add=True)
 
@@ -115,7 +120,7 @@ def refuse_moved_overrides(argv: list[str]) -> None:
         for schema in schemas:
             new = renamed_keys(schema).get(old)
             if new:
-                raise AOCalibError(f"{group}.{old} has moved: set {group}.{new} instead")
+                raise moved_key_error(group, old, new)
 
 
 def check_values(cfg) -> None:
