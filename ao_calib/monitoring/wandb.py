@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
-import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,7 +12,6 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib.runtime.offline import wandb_credentials
 
 log = logging.getLogger(__name__)
-RUN_ID_IN_USE_WAIT_S = 2.0  # between tries while a killed run's wandb service still holds the resumed run's id
 
 
 def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str | None:
@@ -23,26 +22,23 @@ def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str
     mode = cfg.logger.mode
     if mode == "auto":
         mode = "online" if wandb_credentials() else "offline"
-    deadline = time.monotonic() + cfg.logger.init_timeout_s
-    while True:
-        try:
-            import wandb
+    if "wandb" not in sys.modules:  # wandb not yet used here: a WANDB_SERVICE set now was inherited from a parent
+        # A parent's wandb service would hold this run's stream past a kill -9, and the resume would find the id in use
+        os.environ.pop("WANDB_SERVICE", None)
+    try:
+        import wandb
 
-            run = wandb.init(
-                project=cfg.logger.project, entity=cfg.logger.entity, name=cfg.run_name, dir=str(run_dir),
-                mode=mode, tags=list(cfg.logger.tags), config=OmegaConf.to_container(cfg, resolve=True),
-                id=run_id, resume="allow" if run_id else None,
-                settings=wandb.Settings(init_timeout=cfg.logger.init_timeout_s, silent=True),
-            )
-            log.info("wandb %s run %s", mode, run.id)
-            return run.id
-        except Exception as exc:  # noqa: BLE001 -- any wandb failure must not stop training
-            # A resume right after a kill: the killed process's wandb service holds the run id until it notices
-            if run_id and "in use" in str(exc) and time.monotonic() < deadline:
-                time.sleep(RUN_ID_IN_USE_WAIT_S)
-                continue
-            log.warning("wandb could not start (%s: %s); continuing with local logs only", type(exc).__name__, exc)
-            return None
+        run = wandb.init(
+            project=cfg.logger.project, entity=cfg.logger.entity, name=cfg.run_name, dir=str(run_dir),
+            mode=mode, tags=list(cfg.logger.tags), config=OmegaConf.to_container(cfg, resolve=True),
+            id=run_id, resume="allow" if run_id else None,
+            settings=wandb.Settings(init_timeout=cfg.logger.init_timeout_s, silent=True),
+        )
+        log.info("wandb %s run %s", mode, run.id)
+        return run.id
+    except Exception as exc:  # noqa: BLE001 -- any wandb failure must not stop training
+        log.warning("wandb could not start (%s: %s); continuing with local logs only", type(exc).__name__, exc)
+        return None
 
 
 def finish_wandb() -> None:

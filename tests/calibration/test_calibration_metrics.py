@@ -156,12 +156,14 @@ def test_evaluation_figures_reach_the_wandb_summary(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_SERVICE", "")  # wandb writes its service here for child processes: gone after the test
     run = wandb.init(dir=str(tmp_path), project="ao_calib_test")
     try:
         log_evaluation("final", {"auroc": 0.5, "resolution": 0.0, "note": "not a number"})
         assert run.summary["eval_final/auroc"] == 0.5 and "eval_final/note" not in run.summary.keys()
     finally:
         run.finish()
+        wandb.teardown()
 
 
 def test_within_question_auroc_against_a_hand_computation():
