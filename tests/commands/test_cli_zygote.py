@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -49,3 +51,18 @@ def test_another_environment_gets_a_plain_subprocess_that_sees_it():
     result = probe(env={"AO_CALIB_PROBE": "changed"})
     assert fields(result)["probe"] == "changed"
     assert fields(result)["ppid"] == str(os.getpid())
+
+
+def test_a_run_time_variable_or_pythonpath_of_its_own_is_still_forked_and_seen_as_a_subprocess_sees_it(tmp_path):
+    """The variables nothing reads at import (cli_zygote.RUN_TIME_VARIABLES) a forked run sets itself, PYTHONPATH
+    as its folders on sys.path where a fresh interpreter puts them."""
+    probe()
+    env = {"AO_CALIB_PROBE_KEY": "secret", "PYTHONPATH": os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")])}
+    forked = probe(env=env)
+    assert fields(forked)["ppid"] == str(cli_zygote._zygote.server.pid)
+    fresh = subprocess.run([sys.executable, "-m", "tests.cli_probe"], cwd=PROJECT_ROOT, capture_output=True,
+                           text=True, timeout=60, env={**os.environ, **env})
+    assert fields(forked)["key"] == fields(fresh)["key"] == "secret"
+    assert json.loads(fields(forked)["path"]) == json.loads(fields(fresh)["path"])
+    assert json.loads(fields(forked)["path"])[1:3] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert json.loads(fields(probe())["path"])[1:3] != [str(tmp_path / "a"), str(tmp_path / "b")]  # not left behind

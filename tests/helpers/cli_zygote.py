@@ -7,7 +7,8 @@ signal handlers and output files), started from the state a fresh interpreter ha
 else: the server builds no model, computes nothing and configures no logging before it forks.
 
 Only a run in the test process's own environment is forked, from a server started with that very environment
-(libraries read some variables, such as HF_HUB_OFFLINE, at import time); a run given variables of its own goes to a
+(libraries read some variables, such as HF_HUB_OFFLINE, at import time), give or take the variables in
+``RUN_TIME_VARIABLES``, which nothing reads before a run starts; a run given other variables of its own goes to a
 plain subprocess, as does everything when ``AO_CALIB_TEST_FORK=0`` or the platform has no ``fork``.
 """
 
@@ -50,8 +51,12 @@ def child(req):
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         os.environ.clear()
         os.environ.update(req["env"])
+        # PYTHONPATH's folders go where a fresh interpreter puts them: after the working directory, before the rest
+        given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[1:1 + len(inherited)] = given
         sys.argv = [req["module"], *req["args"]]
         sys.path[0] = req["cwd"]  # as `python -m` puts the working directory first
         try:
@@ -151,9 +156,15 @@ class Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+# Read when a run runs, never on importing what the server imports: a forked run sets them itself (the child gets
+# exactly the run's environment), so a run that adds them is still forked. PYTHONPATH: see the server's child().
+RUN_TIME_VARIABLES = frozenset({"OPENAI_API_KEY", "PYTHONPATH", "SLURM_RESTART_COUNT", "AO_CALIB_PROBE_KEY"})
+
+
 def _settled(env: dict) -> dict:
-    """``env`` less what pytest rewrites for every test (the child still gets it, as a subprocess would)."""
-    return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
+    """``env`` less what pytest rewrites for every test and what a forked run sets itself (the child still gets
+    both, as a subprocess would)."""
+    return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST" and k not in RUN_TIME_VARIABLES}
 
 
 _zygote: Zygote | None = None
