@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from ao_calib.runtime.offline import wandb_credentials
 
 log = logging.getLogger(__name__)
+_first_start = True  # init_wandb not yet called in this process
 
 
 def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str | None:
@@ -22,9 +23,11 @@ def init_wandb(cfg: DictConfig, run_dir: Path, run_id: str | None = None) -> str
     mode = cfg.logger.mode
     if mode == "auto":
         mode = "online" if wandb_credentials() else "offline"
-    if "wandb" not in sys.modules:  # wandb not yet used here: a WANDB_SERVICE set now was inherited from a parent
+    global _first_start
+    if _first_start:  # no wandb service started by this module yet: a WANDB_SERVICE now came from a parent process
         # A parent's wandb service would hold this run's stream past a kill -9, and the resume would find the id in use
         os.environ.pop("WANDB_SERVICE", None)
+        _first_start = False
     try:
         import wandb
 

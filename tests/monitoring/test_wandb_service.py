@@ -11,6 +11,7 @@ from tests.helpers.paths import PROJECT_ROOT
 
 START = """
 import sys
+import wandb  # imported before the run starts wandb, as in every run (transformers' is_wandb_available imports it)
 from omegaconf import OmegaConf
 from ao_calib.monitoring.wandb import init_wandb
 cfg = OmegaConf.create({"run_name": "service", "logger": {"name": "wandb", "mode": "offline", "project": "p",
