@@ -1,7 +1,8 @@
 """``python -m MODULE ARGS`` for the tests, forked from a process that has already imported the heavy libraries.
 
-Each command-line run a test starts used to pay for importing torch, transformers, TRL, peft and datasets anew
-(6-9 s of CPU a run, about 60 runs a session). Here one server process per test process imports them once and forks
+Each command-line run a test starts used to pay for importing torch, transformers, TRL, peft, datasets, wandb and
+the tasks anew (8-12 s of CPU a run, about 100 runs a session). Here one server process per test process imports
+them once (and freezes what they made, so that a child's garbage collections skip it) and forks
 a child for every run: the child is a real, separate process (its own exit status, environment, working directory,
 signal handlers and output files), started from the state a fresh interpreter has after those imports and nothing
 else: the server builds no model, computes nothing and configures no logging before it forks.
@@ -34,6 +35,9 @@ os.dup2(2, 1)
 
 import datasets, peft, torch, transformers, trl  # noqa: F401  what every run would import
 import ao_calib.models.loading, ao_calib.run, ao_calib.trainers  # noqa: F401
+import ao_calib.models.fast_generation  # noqa: F401  TRL's trainers, imported when a task loads
+import ao_calib_tasks.function_call.task, ao_calib_tasks.oracle.task, ao_calib_tasks.tool_json.task  # noqa: F401
+import wandb  # noqa: F401  imported by every run (transformers' is_wandb_available), started by none here
 import matplotlib.backends.backend_agg, matplotlib.figure  # noqa: F401  every evaluation's plots
 
 def child(req):
@@ -79,6 +83,11 @@ def child(req):
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+# What the imports made is never garbage: a child's collections (accelerate's free_memory runs one) skip it.
+import gc
+gc.collect()
+gc.freeze()
 
 for line in sys.stdin:
     req = json.loads(line)
