@@ -1,11 +1,11 @@
 """``python -m MODULE ARGS`` for the tests, forked from a process that has already imported the heavy libraries.
 
 Each command-line run a test starts used to pay for importing torch, transformers, TRL, peft, datasets, wandb and
-the tasks anew (8-12 s of CPU a run, about 100 runs a session). Here one server process per test process imports
-them once (and freezes what they made, so that a child's garbage collections skip it) and forks
-a child for every run: the child is a real, separate process (its own exit status, environment, working directory,
-signal handlers and output files), started from the state a fresh interpreter has after those imports and nothing
-else: the server builds no model, computes nothing and configures no logging before it forks.
+the tasks anew (8-12 s of CPU a run). Here one server process per test process imports them once (and freezes
+what they made, so that a child's garbage collections skip it) and forks a child for every run: the child is a
+real, separate process (its own exit status, environment, working directory, signal handlers and output files),
+started from the state a fresh interpreter has after those imports and nothing else: the server builds no model,
+computes nothing and configures no logging before it forks.
 
 Only a run in the test process's own environment is forked, from a server started with that very environment
 (libraries read some variables, such as HF_HUB_OFFLINE, at import time), give or take the variables in
