@@ -1,5 +1,6 @@
 """A command for tests/commands/test_cli_zygote.py: ``python -m tests.cli_probe [sleep=S] [exit=N|message=TEXT|raise]``
-prints what a process started for a test should see (its parent, working directory, arguments, two variables, sys.path)."""
+prints what a process started for a test should see (its parent, working directory, arguments, two variables,
+sys.path)."""
 
 import json
 import os

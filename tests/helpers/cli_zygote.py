@@ -40,6 +40,9 @@ import ao_calib_tasks.function_call.task, ao_calib_tasks.oracle.task, ao_calib_t
 import wandb  # noqa: F401  imported by every run (transformers' is_wandb_available), started by none here
 import matplotlib.backends.backend_agg, matplotlib.figure  # noqa: F401  every evaluation's plots
 
+def pythonpath():
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
 def child(req):
     code = 1
     try:
@@ -55,12 +58,11 @@ def child(req):
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        inherited = pythonpath()
         os.environ.clear()
         os.environ.update(req["env"])
         # PYTHONPATH's folders go where a fresh interpreter puts them: after the working directory, before the rest
-        given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[1:1 + len(inherited)] = given
+        sys.path[1:1 + len(inherited)] = pythonpath()
         sys.argv = [req["module"], *req["args"]]
         sys.path[0] = req["cwd"]  # as `python -m` puts the working directory first
         try:
