@@ -10,6 +10,8 @@ import runpy
 import sys
 from collections.abc import Sequence
 
+from ao_calib.core.command_names import started_through_script
+
 # command: (module, entry function taking the arguments, or None: run as `python -m <module>`; what it does)
 COMMANDS = {
     "run": ("ao_calib.run", None, "train, evaluate and record one run, or a sweep with -m (Hydra overrides)"),
@@ -41,9 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no command {name!r}.{hint} Commands: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module, function, _ = COMMANDS[name]
+    started_through_script()  # the command's hints then name `ao-calib <command>`, as the user typed it
     if function is None:
-        # Run as `python -m` runs it: Hydra reads the overrides from sys.argv and finds conf/ next to the file of a
-        # task function defined in __main__ (imported, it would look for a Python package named `conf`)
+        # Run as `python -m` runs it: Hydra reads the overrides from sys.argv
         sys.argv = [sys.argv[0], *rest]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return 0

@@ -89,10 +89,11 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
     refused by name, and the task's schema checks the result, before any model loads. Returns the overrides
     applied."""
     from ao_calib.config.compose import moved_key_error, renamed_keys, validate_plugins
-    from ao_calib.core.plugins import plugin_class
+    from ao_calib.core.plugins import TaskConfig, plugin_class
 
     overrides = [a for a in argv if a.startswith(TASK_PREFIX)]
-    moved = renamed_keys(getattr(plugin_class("task", cfg.task.get("_target_")), "config_class", object))
+    schema = getattr(plugin_class("task", cfg.task.get("_target_")), "config_class", None) or TaskConfig
+    moved = renamed_keys(schema)
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep:
@@ -101,7 +102,8 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
         if old in moved:
             raise moved_key_error("task", old, moved[old])
         if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
-            raise AOCalibError(f"{key}: the run's task config has no such key (task={cfg.task.get('name')})")
+            raise AOCalibError(f"{key}: the run's task config has no such key (task={cfg.task.get('name')})"
+                               + _closest_task_keys(key, schema))
         if key.endswith("_path") and value not in ("", "null") and not Path(value).exists():
             raise AOCalibError(f"{override}: no such file or folder")  # the data loads after the model
     if overrides:
@@ -116,6 +118,15 @@ def apply_task_overrides(cfg, argv: list[str]) -> list[str]:
 
 
 _MISSING = object()
+
+
+def _closest_task_keys(key: str, schema: type) -> str:
+    """The task's keys spelt closest to ``key``, by the engine ``--help <key>`` uses."""
+    from ao_calib.config.help_text import schema_fields
+    from ao_calib.core.spelling import closest
+
+    close = closest(key, [row[0] for row in schema_fields(schema, "task")], limit=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def choose_tag(run_dir: RunDir, tag: str | None, overwrite: bool) -> str:

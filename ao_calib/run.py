@@ -19,8 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from ao_calib.config import help_text as cli_help  # registers the resolver --help lists groups with; --help <key>
 from ao_calib.config.checks import check_combinations, eval_max_new_tokens, eval_token_budget, run_stages
-from ao_calib.config.compose import (check_values, refuse_moved_overrides, register_schemas, typed, unknown_keys,
-                                     validate_plugins)
+from ao_calib.config.command_line import check_command_line
+from ao_calib.config.compose import (CONF_DIR, check_values, refuse_moved_overrides, register_schemas, typed,
+                                     unknown_keys, validate_plugins)
+from ao_calib.config.override_errors import unknown_keys_error
+from ao_calib.config.search import check_objective_name, check_search, returned_value, searching
+from ao_calib.config.short_run import short_run_alert
+from ao_calib.core import command_names
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import atomic_write_text
 from ao_calib.evaluation.config import EvalConfig
@@ -77,6 +82,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         _cut_logs_back(start, run_dir)
         summary.write("running")
         set_seed(settings.trainer.seed)  # LoRA initialisation and data sampling happen before any trainer seeds itself
+        too_short = short_run_alert(cfg)  # said before the model loads: a smoke run is told it will learn nothing
         parts = _build_parts(cfg, settings, run_dir, summary)
         if distributed.is_main():
             summary.wandb_run_id = run_wandb.init_wandb(cfg, run_dir, run_id=summary.wandb_run_id)
@@ -86,7 +92,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if settings.eval.enabled and settings.eval.initial and not _done_before(start, run_dir, "initial"):
             evaluate_as(tag="initial")
         stage_run = StageRun(setup, parts.task, settings.eval, cfg.alerts, run_dir, watch, evaluate_as, evaluate_final)
-        alerts: dict[str, dict] = parts.over_budget  # the start-up checks' alerts; each stage adds its own
+        alerts: dict[str, dict] = {**too_short, **parts.over_budget}  # the start-up checks'; each stage adds its own
         for plan in plan_stages(settings.stages, start):
             if plan.start == StageStart.skip:
                 log.info("resuming: the %s stage finished before checkpoint %s; not repeated", plan.name,
@@ -118,7 +124,7 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         if watch.received is None:
             watch.uninstall()
     if distributed.is_main():
-        run_summary.print_final_screen(final)
+        run_summary.print_final_screen(final, settings.eval.closing_table)
     return final
 
 
@@ -187,6 +193,8 @@ def _build_parts(cfg: DictConfig, settings: RunSettings, run_dir: RunDir, summar
 
     trainer, model_settings = settings.trainer, settings.model
     task = final_task = build_task(cfg)
+    if searching():  # the figure an optimising sweep reads, refused before the model loads (a task's names may
+        check_objective_name(cfg.search.objective, task)  # need its judge, which judge=local builds with the model)
     if settings.eval.enabled and settings.eval.select_metric is not None:
         check_metric_name(settings.eval.select_metric, task)  # refused before the model loads
         final_task = build_task(on_split(cfg, "test"))
@@ -293,24 +301,30 @@ def write_full_config(cfg: DictConfig, run_dir: RunDir) -> None:
     atomic_write_text(run_dir / RunDir.CONFIG, OmegaConf.to_yaml(cfg))
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def check_config(cfg: DictConfig) -> None:
+    """Every check a run makes on its config before it starts: the same for a run, ``--cfg job`` and a sweep's job."""
+    check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error
+    validate_plugins(cfg)
+    extra = unknown_keys(cfg)
+    if extra:
+        raise unknown_keys_error(extra)
+    check_values(cfg)
+    check_combinations(cfg)
+    if distributed.is_distributed():  # torch: only where there are processes to split the batches over
+        from ao_calib.trainers.common import check_process_split
+
+        check_process_split(cfg)
+    sharding.check_stages(cfg)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # package or clone
 def main(cfg: DictConfig) -> float | None:
     run_dir = RunDir(HydraConfig.get().runtime.output_dir)
     distributed.export_submitit_environment()
     distributed.log_to_own_file(run_dir)
     try:
-        check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error
-        validate_plugins(cfg)
-        extra = unknown_keys(cfg)
-        if extra:
-            raise AOCalibError(f"unknown config key(s): {', '.join(extra)} (check the spelling; "
-                               "`python -m ao_calib.run --cfg job` prints the full config)")
-        check_values(cfg)
-        check_combinations(cfg)
-        from ao_calib.trainers.common import check_process_split  # torch: after the checks that need none
-
-        check_process_split(cfg)
-        sharding.check_stages(cfg)
+        check_config(cfg)  # again: a sweep's job is checked here, with its own values
+        check_search(cfg, HydraConfig.get())  # also made as Hydra starts (SearchOnValidation), before any directory
         # The main process decides (another one would find the main's first files and call the directory used).
         start = distributed.on_main(lambda: _decide_start(cfg, run_dir))
         if start.finished is not None:
@@ -319,7 +333,7 @@ def main(cfg: DictConfig) -> float | None:
             print(f"{run_dir}: this run already completed step {start.finished['final_metrics']['step']} "
                   f"(trainer.max_steps={cfg.trainer.max_steps}); nothing to resume. Raise trainer.max_steps to "
                   "train further.", flush=True)
-            return start.finished.get("eval_metrics", {}).get("accuracy")
+            return returned_value(start.finished, cfg.search.objective)
         keep_offline(cfg)  # before any model library loads: no lookup of a host the run does not need
         private_temp_dir()
         if distributed.is_main():
@@ -334,7 +348,7 @@ def main(cfg: DictConfig) -> float | None:
         signal_name = getattr(exc, "signal_name", "SIGINT")
         if distributed.is_main():
             command = ("<the same launcher> -m ao_calib.run" if distributed.is_distributed()
-                       else "python -m ao_calib.run")
+                       else command_names.command("run"))
             print(f"\n{exc or 'interrupted by ' + signal_name}. Resume with: {command} <same overrides> "
                   f"trainer.resume_from_checkpoint=latest hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
         if getattr(exc, "watch", None) is not None:
@@ -342,20 +356,24 @@ def main(cfg: DictConfig) -> float | None:
         raise SystemExit(getattr(exc, "exit_code", 130)) from None
     finally:
         distributed.shutdown()
-    # The value an optimising sweeper (hparams_search) maximises.
-    return summary["eval_metrics"].get("accuracy", summary["final_metrics"].get("reward"))
+    # The value an optimising sweeper (hparams_search) optimises: a validation figure there (check_search)
+    return returned_value(summary, cfg.search.objective)
 
 
 def cli() -> None:
     """``python -m ao_calib.run``: the schemas the config files build on are registered (the installed plug-ins'
-    included; a broken plug-in stops here with its own error), then Hydra composes and ``main`` runs."""
+    included; a broken plug-in stops here with its own error), the command line's config is composed and checked
+    (``check_command_line``, ``check_config``), then Hydra composes it again and ``main`` runs."""
+    topic = cli_help.help_topic(sys.argv[1:])
     try:
         register_schemas()
         refuse_moved_overrides(sys.argv[1:])  # before Hydra, which would call an old key unknown
+        if topic is None:  # checked before Hydra makes the run directory: a refused run leaves none
+            check_command_line(sys.argv[1:], check_config)
     except AOCalibError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        if distributed.is_main():
+            print(f"error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    topic = cli_help.help_topic(sys.argv[1:])
     if topic is not None:  # `--help trainer.lr`: Hydra would read the key as a malformed override
         raise SystemExit(cli_help.print_topic_help(topic))
     main()

@@ -21,6 +21,7 @@ import json
 import statistics
 from pathlib import Path
 
+from ao_calib.core.io import nulls_as_nan
 from experiments import seed_runs
 
 COLUMNS = (("accuracy", "acc"), ("control", "control"), ("auroc", "AUROC"), ("ece", "ECE"), ("brier", "Brier"),
@@ -57,7 +58,7 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     template = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
 
     def reports(tag: str) -> dict:
-        report = json.loads(run_dir.eval_report(tag).read_text())
+        report = nulls_as_nan(json.loads(run_dir.eval_report(tag).read_text()))  # null: a figure not computable
         return {**report["metrics"], "control": report["variants"]["control"]["accuracy"]}
 
     records = [json.loads(line) for line in run_dir.predictions().read_text().splitlines()]

@@ -3,8 +3,6 @@ with their class's schema, and loading a saved run's config back."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import ao_calib.config.help_text  # noqa: F401 -- registers ${ao_calib_groups:}, so a config with Hydra's node resolves
 import ao_calib.runtime.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.config.checks import check_combinations
@@ -12,6 +10,7 @@ from ao_calib.config.schema import Config, LoggerConfig, PathsConfig, RewardConf
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
 from ao_calib.core.settings import SettingError, check_tree
+from ao_calib.core.shipped import shipped_dir
 from ao_calib.models.config import ModelConfig
 from ao_calib.trainers.config import (FormatWarmupConfig, GRPOTrainerConfig, PPOTrainerConfig, RLOOTrainerConfig,
                                       SFTTrainerConfig, SFTWarmupConfig)
@@ -154,7 +153,7 @@ def check_group(cfg, group: str) -> None:
         raise AOCalibError(message if message.startswith(f"{group}.") else f"{group}.{message}") from None
 
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = shipped_dir("conf")  # the installed package's copy, else the clone's
 
 
 def compose_run_config(overrides=(), config_dir=CONF_DIR):

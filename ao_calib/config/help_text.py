@@ -17,8 +17,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ao_calib.core.settings import shown_default, shown_value
+from ao_calib.core.shipped import shipped_dir
+from ao_calib.core.spelling import closest
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = shipped_dir("conf")  # the installed package's copy, else the clone's
 
 SCHEMA_SUFFIX = "_schema"
 NOT_GROUPS = ("hydra", "accelerate")  # Hydra's own; accelerate's launcher files kept beside the configs
@@ -36,11 +38,15 @@ def selectable_groups() -> dict[str, list[str]]:
     for group in sorted(loader.list_groups("")):
         if group in NOT_GROUPS:
             continue
-        options = [name for name in loader.get_group_options(group, results_filter=ObjectType.CONFIG)
-                   if not name.endswith(SCHEMA_SUFFIX)]
+        options = user_options(loader.get_group_options(group, results_filter=ObjectType.CONFIG))
         if options:
             groups[group] = options
     return groups
+
+
+def user_options(names) -> list[str]:
+    """The options of a group a user can pick: Hydra's, less the ``*_schema`` entries config files build on."""
+    return [name for name in names if not name.endswith(SCHEMA_SUFFIX)]
 
 
 def groups_text() -> str:
@@ -265,6 +271,8 @@ def settings_sections() -> list[tuple[str, str, list[SettingRow]]]:
          per_option("judge", plugin_schemas("judge"))),
         ("eval", "held-out evaluation", group_rows("eval", {"": fields["eval"]})),
         ("alerts", "failure-mode alerts of the online trainers", group_rows("alerts", {"": fields["alerts"]})),
+        ("search", "what a run returns to an optimising sweep (hparams_search=<option>)",
+         group_rows("search", {"": fields["search"]})),
         ("logger", "the logger (logger=<option>)", per_option("logger")),
         ("paths", "directories", per_option("paths")),
     ]
@@ -396,8 +404,6 @@ def options_text(group: str) -> str:
 def topic_help(topic: str) -> tuple[str, int]:
     """``(text, exit status)`` for ``--help <topic>``: a key, a group, the keys under a prefix, or an error
     naming the closest keys."""
-    import difflib
-
     sections = settings_sections()
     for group, what, rows in sections:
         if topic == group:
@@ -418,9 +424,8 @@ def topic_help(topic: str) -> tuple[str, int]:
         return options_text(topic), 0
     keys = [row.key for _, _, rows in sections for row in rows]
     names = [s[0] for s in sections] + plain_groups + keys
-    close = [key for key in keys if key.endswith("." + topic)]
-    close += [name for name in difflib.get_close_matches(topic, names, n=5, cutoff=0.6) if name not in close]
-    hint = f" Did you mean: {', '.join(close[:6])}?" if close else ""
+    close = closest(topic, keys, names)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return (f"error: no setting or group named {topic!r}.{hint} (`python -m ao_calib.run --help` lists the "
             "groups; `--help <group>` lists a group's keys)"), 2
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
+from ao_calib.config.search import SearchConfig
 from ao_calib.core.settings import Checked, above, at_least, one_of, setting
 from ao_calib.evaluation.config import EvalConfig
 from ao_calib.models.config import ModelConfig
@@ -61,6 +62,8 @@ class PathsConfig(Checked):
     output_dir: str = setting(MISSING, "Runs and sweeps are written under this directory.")
     cache_dir: str = setting(MISSING, "Tiny offline models, generated data, activations and other rebuildable "
                              "artefacts (AO_CALIB_CACHE).")
+    data_dir: str = setting(MISSING, "The data shipped with ao_calib that presets read (the BFCL v4 fixtures): the "
+                            "installed package's copy, else the clone's data/.")
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Config:
     paths: PathsConfig = setting(MISSING, "Output and cache directories.")
     eval: EvalConfig = setting(factory=EvalConfig, help="Held-out evaluation.")
     alerts: AlertsConfig = setting(factory=AlertsConfig, help="Failure-mode alerts.")
+    search: SearchConfig = setting(factory=SearchConfig, help="What a run returns to an optimising sweep "
+                                   "(hparams_search).")
     warmup: Optional[SFTWarmupConfig] = setting(None, "An SFT stage run before trainer on the same adapter: "
                                                  "warmup=sft (the task's reference completions) or warmup=format "
                                                  "(the model's own answers, tagged); null: none.")

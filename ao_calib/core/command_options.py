@@ -20,6 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ao_calib.core.command_names import command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import ALLOWED, help_of, is_optional, shown_default, type_hints
 
@@ -30,7 +31,7 @@ HELP_WORDS = ("-h", "--help", "help")
 class Command:
     """One command: its options' schema and how its words are read."""
 
-    module: str  # what users type after ``python -m``
+    module: str  # what users type after ``python -m`` (ao_calib.<name>; ``ao-calib <name>`` through the script)
     options: type  # a dataclass of ``ao_calib.core.settings.setting`` fields
     synopsis: str  # the usage line after the module
     about: str  # what the command does, a paragraph
@@ -43,7 +44,7 @@ class Command:
     # ------------------------------------------------------------------------------------------------ help
 
     def usage(self) -> str:
-        lines = [f"usage: python -m {self.module} {self.synopsis}", "", *textwrap.wrap(self.about, 118), "",
+        lines = [f"usage: {self.typed()} {self.synopsis}", "", *textwrap.wrap(self.about, 118), "",
                  "options (key=value" + (f"; {self.positional} also as a bare word" if self.positional else "")
                  + ("; --key VALUE too" if self.flags else "") + "):",
                  f"  {'option':<20} {'default':<11} what it does"]
@@ -52,8 +53,12 @@ class Command:
         for form, text in self.passed_help:
             lines += _wrapped(form, "", text)
         if self.examples:
-            lines += ["", "examples:", *(f"  python -m {self.module} {e}" for e in self.examples)]
+            lines += ["", "examples:", *(f"  {self.typed()} {e}" for e in self.examples)]
         return "\n".join(lines)
+
+    def typed(self) -> str:
+        """The command as its user types it (``ao_calib.core.command_names``)."""
+        return command(self.module.removeprefix("ao_calib."))
 
     def _help_line(self, field: dataclasses.Field) -> str:
         allowed = allowed_text(self.options, field)
@@ -77,14 +82,14 @@ class Command:
             if not sep:
                 raise AOCalibError(f"{word}: expected key=value; options: {', '.join(self.names())}")
             if key not in self.names():
-                raise AOCalibError(f"{key}: no such option of python -m {self.module}; options: "
+                raise AOCalibError(f"{key}: no such option of {self.typed()}; options: "
                                    f"{', '.join(self.names())} (--help says what each does)")
             if key in given:
                 raise AOCalibError(f"{key}= given twice ({key}={given[key]} and {key}={value})")
             given[key] = value
         missing = [f.name for f in dataclasses.fields(self.options) if _required(f) and f.name not in given]
         if missing:
-            raise AOCalibError(f"{' and '.join(k + '=' for k in missing)} required: python -m {self.module} "
+            raise AOCalibError(f"{' and '.join(k + '=' for k in missing)} required: {self.typed()} "
                                f"{self.synopsis} (--help lists the options)")
         return self._build(given), passed
 

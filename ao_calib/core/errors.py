@@ -19,6 +19,12 @@ class DataValidationError(AOCalibError):
 class ResourceUnavailableError(AOCalibError):
     """A run needs something this machine lacks (GPU, model hub, API key)."""
 
+    @classmethod
+    def lacking(cls, who: str, missing: list[str], hint: str) -> ResourceUnavailableError:
+        """``who`` needs each of ``missing``, one a line (a GPU recipe on a CPU machine lacks several), then ``hint``:
+        what to run instead."""
+        return cls(f"{who} needs:\n" + "".join(f"  - {item}\n" for item in missing) + hint)
+
 
 class MissingDataFileError(AOCalibError, FileNotFoundError):
     """A configured data file does not exist: one line, exit 2. Still a FileNotFoundError, so a loader that falls

@@ -4,6 +4,7 @@ reader that data loaders and CLIs share."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -27,8 +28,35 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float as None: JSON has no NaN, and strict parsers refuse Python's
+    ``NaN``/``Infinity`` extension. A reader takes null for "not computable" (an AUROC over one class)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: json_safe(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(value) for value in obj]
+    if hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:  # a numpy or torch scalar
+        return json_safe(obj.item())
+    return obj
+
+
+def nulls_as_nan(obj: Any) -> Any:
+    """Figures read back from a file ``write_json`` wrote, each null a NaN again: for a reader that formats or
+    averages them (a missing key stays missing)."""
+    if obj is None:
+        return math.nan
+    if isinstance(obj, dict):
+        return {key: nulls_as_nan(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [nulls_as_nan(value) for value in obj]
+    return obj
+
+
 def write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
+    """``obj`` as indented JSON that any parser reads: NaN and infinities written as null (``json_safe``)."""
+    atomic_write_text(path, json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n")
 
 
 def write_jsonl(path: str | Path, records: list[dict]) -> None:

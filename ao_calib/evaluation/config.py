@@ -18,6 +18,13 @@ class ConfidenceDecoding(str, Enum):
     mean = "mean"  # that mean itself, rounded to a whole number
 
 
+class ClosingTable(str, Enum):
+    """Which figures the closing block's table shows (``ao_calib.reporting.closing_table``)."""
+
+    headline = "headline"  # accuracy under each condition, AUROC, AUROC within a question, ECE, parse rate
+    full = "full"  # every figure of the evaluation
+
+
 class SelectMode(str, Enum):
     """Which way ``eval.select_metric`` is better (``ao_calib.evaluation.selection``)."""
 
@@ -62,6 +69,10 @@ class EvalConfig(Checked):
         "chosen: most_likely (greedy), expected (the scale's number nearest the mean of the model's distribution "
         "over it) or mean (that mean, rounded to a whole number). The answer stays greedy. See "
         "docs/concepts/oracle.md.")
+    closing_table: ClosingTable = setting(
+        ClosingTable.headline, "The table at the end of the run: headline (accuracy per condition, AUROC, AUROC "
+        "within a question text, ECE, parse rate, a task's per-category accuracy) or full (also text rule, Brier "
+        "and its terms, conf std, selective accuracy...). eval.json holds every figure.")
     select_metric: Optional[str] = setting(
         None, "Chooses each stage's final adapter by this figure of its evaluations during training and at its end "
         "(task.data.eval_split=validation); the test split is scored once, on it. A name the task's evaluation "

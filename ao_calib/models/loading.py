@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from omegaconf import OmegaConf
 
+from ao_calib.core.command_names import command
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-QUICKSTART_HINT = "For an offline run on this machine use: python -m ao_calib.run experiment=quickstart"
 OFFLINE_MODEL = "tiny_qwen3"
 
 
@@ -35,9 +35,9 @@ def offline_hint() -> str:
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return QUICKSTART_HINT
+        return f"For an offline run on this machine use: {command('run')} experiment=quickstart"
     overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("model=")]
-    return ("For an offline run on this machine, the same with the tiny model: python -m ao_calib.run "
+    return (f"For an offline run on this machine, the same with the tiny model: {command('run')} "
             + shlex.join([*overrides, f"model={OFFLINE_MODEL}"]))
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -86,9 +86,7 @@ def check_model_available(model_cfg: ModelConfig, adapter_id: str | None = None)
     """Stop at once, with one message, when the model needs a GPU or the hub and this machine has neither."""
     missing = missing_for_model(model_cfg, adapter_id)
     if missing:
-        raise ResourceUnavailableError(
-            f"model={model_cfg.name} needs " + "; ".join(missing) + ".\n" + offline_hint()
-        )
+        raise ResourceUnavailableError.lacking(f"model={model_cfg.name}", missing, offline_hint())
 
 
 QUANTIZATIONS = ("4bit",)

@@ -13,7 +13,8 @@ class AlertsConfig(Checked):
     """Failure-mode alerts while an online trainer (GRPO, RLOO, PPO) trains: each fires once, after ``patience``
     logged steps in a row, and is printed, logged as ``alert/<name>`` and listed in summary.json. The thresholds
     are the oracle's standard monitoring list. One more, ``calibration_regressed``, is checked once at the
-    end of a run: the main stage's stated confidence against the warm-up's, on the same held-out rows."""
+    end of a run: the main stage's stated confidence against the warm-up's, on the same held-out rows; and one,
+    ``too_short_to_learn``, at start-up: a training stage cut to a small fraction of its preset's steps."""
 
     advantage_std_below: float = setting(1e-3, "Every group scored alike (no learning signal) below this "
                                          "advantage std.", allowed=at_least(0))
@@ -31,6 +32,11 @@ class AlertsConfig(Checked):
         allowed=within(0, 1))
     ece_rise_after_warmup: float = setting(
         0.05, "(Same) At the end of the run: the main stage's evaluation ECE above the warm-up's by more than this.",
+        allowed=within(0, 1))
+    short_run_fraction: float = setting(
+        0.1, "A training stage set to fewer steps than this fraction of its preset's (max_steps as the experiment, "
+        "recipe or trainer group sets it, before the command line's max_steps overrides) is too short to learn "
+        "what the preset teaches: alert too_short_to_learn at start-up and in the closing block. 0: never.",
         allowed=within(0, 1))
     judge_outage_stop_after: Optional[int] = setting(
         5, "Logged steps in a row with every judged sample masked (the judge is down) after which the run stops as "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ao_calib.core.command_names import command
 from ao_calib.monitoring.alerts import Alert, below
 
 
@@ -58,6 +59,6 @@ def calibration_regression(before: dict, after: dict, cfg, run_dir: str = "RUN")
         return None
     return ("the stated confidence is worse after the main stage than after the warm-up, on the same held-out rows: "
             + ", ".join(worse) + ". Compare the warm-up's last checkpoint (warmup/checkpoints/) and the main stage's "
-            f"(checkpoints/) on the validation split, `python -m ao_calib.eval run_dir={run_dir} adapter=CHECKPOINT "
+            f"(checkpoints/) on the validation split, `{command('eval')} run_dir={run_dir} adapter=CHECKPOINT "
             "tag=NAME task.data.eval_split=validation`, and score the one chosen on the test split once; or move "
             "training less far (lower trainer.lr, raise trainer.beta)")

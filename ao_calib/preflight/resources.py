@@ -1,5 +1,5 @@
 """What a run needs from this machine, checked before anything heavy loads: the model's GPU and hub files, the
-task's hub data sets and the judge's credentials, all reported in one message (exit 2) naming what to set."""
+task's hub data sets and the judge's credentials, all reported in one message (exit 2), one missing thing a line."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def check_resources(cfg: DictConfig, hub_datasets, adapter: str | None) -> None:
     if judge_class is not None and hasattr(judge_class, "missing_resources"):
         missing += judge_class.missing_resources(cfg.judge)
     if missing:
-        raise ResourceUnavailableError(f"this run (task={cfg.task.name} model={cfg.model.name} "
-                                       f"judge={cfg.judge.name}) needs " + "; ".join(missing) + ".\n"
-                                       + (OFFLINE_RECIPE_HINT if _recipe() else models.offline_hint()))
+        raise ResourceUnavailableError.lacking(
+            f"this run (task={cfg.task.name} model={cfg.model.name} judge={cfg.judge.name})", missing,
+            OFFLINE_RECIPE_HINT if _recipe() else models.offline_hint())
 
 
 OFFLINE_RECIPE_HINT = ("The same recipe offline on this machine (a tiny model, a stand-in pretrained oracle, a judge "

@@ -10,7 +10,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ao_calib.core.io import write_json
+from ao_calib.core.command_names import command
+from ao_calib.core.io import nulls_as_nan, write_json
+from ao_calib.evaluation.config import ClosingTable
+from ao_calib.reporting.closing_table import evaluation_table
 from ao_calib.runs.run_dir import RunDir, read_json
 from ao_calib.runtime import distributed
 
@@ -24,7 +27,7 @@ def git_commit() -> str | None:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+                               capture_output=True, text=True, timeout=10, check=False).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -84,18 +87,6 @@ class RunSummary:
         return summary
 
 
-# The closing table's columns: (eval.json key, heading, format); a column shows when any evaluation has it.
-TABLE_COLUMNS = (("accuracy", "acc", ".3f"), ("control", "control", ".3f"), ("none", "none", ".3f"),
-                 ("auroc", "AUROC", ".3f"), ("auroc_within_question", "AUROC/q", ".3f"),
-                 ("text_rule_auroc", "text rule", ".3f"), ("ece", "ECE", ".3f"),
-                 ("none_mean_confidence", "none conf", ".3f"), ("none_ece", "none ECE", ".3f"),
-                 ("brier", "Brier", ".3f"), ("reliability", "rel", ".3f"),
-                 ("resolution", "res", ".3f"), ("confidence_std", "conf std", ".3f"),
-                 ("selective_accuracy@50", "sel@50%", ".3f"), ("selective_accuracy@80", "sel@80%", ".3f"),
-                 ("headroom", "headroom", ".3f"), ("parse_rate", "parsed", ".3f"),
-                 ("empty_where_call_needed", "empty", ".3f"))
-
-
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
     variant's accuracy becomes ``control``, the ``none`` variant's accuracy, mean confidence and ECE ``none``,
@@ -122,36 +113,20 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
             + [(f"{tag} (extra {split})", extra) for tag, (_, _, (extra, split)) in ordered if extra])
 
 
-# Per-category columns a task reports under a prefix (function calling: BFCL's AST accuracy per category).
-PER_CATEGORY_PREFIXES = (("ast_accuracy/", "AST "),)
-
-
-def evaluation_table(rows: list[tuple[str, dict]]) -> list[str]:
-    columns = [c for c in TABLE_COLUMNS if any(isinstance(m.get(c[0]), (int, float)) for _, m in rows)]
-    columns += [(key, head + key[len(prefix):], ".3f") for prefix, head in PER_CATEGORY_PREFIXES
-                for key in sorted({k for _, m in rows for k in m if k.startswith(prefix)})]
-    width = max([len("evaluation"), *(len(tag) for tag, _ in rows)])
-    widths = [max(9, len(head) + 1) for _, head, _ in columns]
-    lines = [f" {'evaluation':<{width}}" + "".join(f"{head:>{w}}" for (_, head, _), w in zip(columns, widths))]
-    for tag, metrics in rows:
-        cells = [format(metrics[key], fmt) if isinstance(metrics.get(key), (int, float)) else "-"
-                 for key, _, fmt in columns]
-        lines.append(f" {tag:<{width}}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
-    return lines
-
-
 def _per_dataset_table(run_dir: RunDir) -> list[str]:
     """The final evaluation's confidence methods per dataset (its ``per_dataset`` figures), where it has them."""
     from ao_calib.calibration.per_dataset import figures_table
 
     path = run_dir.eval_report()
     figures = (read_json(path) or {}).get("per_dataset") if path.is_file() else None
+    figures = nulls_as_nan(figures) if figures else None  # an undefined figure reads n/a, not - (missing)
     return ["", " every confidence method per dataset (final evaluation):", figures_table(figures), ""] if figures \
         else []
 
 
-def print_final_screen(summary: dict) -> None:
-    """The closing block: alerts with what to do, the table of every evaluation, then where the files are."""
+def print_final_screen(summary: dict, table: ClosingTable = ClosingTable.headline) -> None:
+    """The closing block: alerts with what to do, the table of every evaluation (``table``: eval.closing_table)
+    with its legend, then where the files are."""
     fm = summary["final_metrics"]
     rewards = {k.split("/")[1]: v for k, v in fm.items() if k.startswith("rewards/") and k.endswith("/mean")}
     headline = (f" final train reward {fm['reward']:.3f}" if fm.get("reward") is not None
@@ -167,11 +142,8 @@ def print_final_screen(summary: dict) -> None:
         lines += selection_lines(summary["selection"])
     rows = evaluation_rows(RunDir(summary["run_dir"]))
     if rows:
-        lines += ["", *evaluation_table(rows), ""]
-        if any("resolution" in m for _, m in rows):
-            lines.append(" Brier (binned) = rel - res + uncertainty; AUROC 0.5 = confidence does not rank right over "
-                         "wrong")
+        lines += ["", *evaluation_table(rows, table), ""]
     lines += _per_dataset_table(RunDir(summary["run_dir"]))
     lines += [f" run directory: {summary['run_dir']}",
-              f" curves: python -m ao_calib.plot {summary['run_dir']}", "=" * 72]
+              f" curves: {command('plot')} {summary['run_dir']}", "=" * 72]
     print("\n".join(lines), flush=True)

@@ -54,20 +54,26 @@ class Baselines:
         """The oracle's probability of its own answer (``baselines.own_answer_probabilities``), Platt-scaled on the
         validation split (the oracle's own answers there, scored against their labels). Written into every row of
         the evaluation's own-condition predictions file as ``baselines.logprob_platt``, with its AUROC and ECE in
-        the report."""
+        the report. The fit takes at most as many validation rows as the evaluation scored (``eval.num_samples``,
+        ``ao_calib.eval``'s num_samples), drawn with eval.seed as the evaluation draws its own: a smoke run of 8
+        samples does not generate the whole validation split."""
         from ao_calib.calibration.metrics import auroc, expected_calibration_error, within_group_auroc
         from ao_calib.calibration.recalibration import PlattScaling
+        from ao_calib.evaluation.evaluate import held_out_sample
 
         from .baselines import own_answer_probabilities
 
         built = self.built
         # a statement the evaluation scores (a held-out file may hold validation rows) is never fitted on
         scored = {r["activation_id"] for r in built.test_rows}
+        total = len(built.validation_rows)
         fit_rows = [r for r in built.validation_rows if activation_id(r["prompt"]) not in scored]
-        if len(fit_rows) < len(built.validation_rows):
+        scored_too = total - len(fit_rows)
+        if scored_too:
             log.warning("baselines.logprob_platt: %d of the %d validation rows are among the rows scored; fitted on "
-                        "the other %d", len(built.validation_rows) - len(fit_rows), len(built.validation_rows),
-                        len(fit_rows))
+                        "the other %d", scored_too, total, len(fit_rows))
+        scored_rows = distributed.on_main(lambda: len(run_dir.predictions(tag).read_text().splitlines()))
+        fit_rows = [fit_rows[i] for i in held_out_sample(len(fit_rows), scored_rows, self.eval_seed)]
         if not fit_rows:
             return {}
         # every process extracts (the disk cache makes it once) and generates its share; the main one scores
@@ -79,8 +85,8 @@ class Baselines:
         def fit_and_apply() -> dict:
             correct = [s["correct"] for s in self.score(completions, validation)]
             if len(set(correct)) < 2:
-                log.warning("baselines.logprob_platt: the validation answers are all right or all wrong; skipped "
-                            "(baselines.logprob written raw)")
+                log.warning("baselines.logprob_platt: the %d validation answers are all right or all wrong; skipped "
+                            "(baselines.logprob written raw)", len(correct))
                 return self.logprob_on_validation(model, tokenizer, run_dir, tag, on_main=False)
             fit = PlattScaling.fit(own_answer_probabilities(model, tokenizer, validation, completions,
                                                             built.steering,
@@ -98,7 +104,7 @@ class Baselines:
             report = {"auroc": auroc(platt, hits), "ece": expected_calibration_error(platt, hits),
                       "auroc_within_question": within_group_auroc(platt, hits, [r["question"] for r in records]),
                       "platt": {"a": fit.a, "b": fit.b}, "validation_rows": len(validation),
-                      "validation_rows_scored_too": len(built.validation_rows) - len(fit_rows),
+                      "validation_rows_scored_too": scored_too,
                       "validation_accuracy": sum(correct) / len(correct)}
             print(f"[eval:{tag}] baseline: own-answer probability, Platt-scaled on {len(validation)} validation "
                   f"rows: AUROC {report['auroc']:.3f}, within-question AUROC {report['auroc_within_question']:.3f}, "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ao_calib.core.errors import AOCalibError
+from ao_calib.core.shipped import shipped_dir, shipped_places
 
 DATASETS: tuple[str, ...] = (
     "geometry_of_truth", "relations", "sst2", "md_gender", "snli", "ag_news", "ner", "tense", "singular_plural",
@@ -89,7 +90,7 @@ ENGELS_TARGETS: dict[str, bool] = {"1": True, "0": False, "True": True, "False":
 FILLED_GROUPS: frozenset[str] = frozenset({"md_gender", "ag_news", "ner", "tense"})
 QUESTION_FILE = "paraphrases/question.json"
 
-# The shipped copy of the data: data/ao_classification in the clone (see shipped_data_dir).
+# The shipped copy of the data: data/ao_classification, in the package or the clone (see shipped_data_dir).
 SHIPPED_DIR = Path("data") / "ao_classification"
 DATA_DIR_KEY = "task.classification.data_dir"
 
@@ -116,15 +117,14 @@ def is_engels(dataset: str) -> bool:
 
 
 def shipped_data_dir(setting_key: str = DATA_DIR_KEY) -> Path:
-    """The classification files shipped with the clone, ``<clone>/data/ao_classification``.
-
-    The folder is found from this module's place in the clone (``tasks/oracle/`` -> the clone's root), which holds
-    for an editable install and for a run from the clone. A non-editable install copies only the package, not
-    ``data/``: then this raises ``ClassificationDataUnavailable`` asking for ``setting_key`` to be set to the
-    folder's path."""
-    folder = Path(__file__).resolve().parents[2] / SHIPPED_DIR
+    """The classification files shipped with ao_calib, ``data/ao_classification``: the installed package's copy
+    (a non-editable install), else the clone's (a run from the clone, an editable install); see
+    ``ao_calib.core.shipped``. Found in neither: ``ClassificationDataUnavailable`` asking for ``setting_key`` to be
+    set to a copy of the folder."""
+    folder = shipped_dir("data") / SHIPPED_DIR.name
     if not (folder / QUESTION_FILE).is_file():
+        packaged, clone = (data / SHIPPED_DIR.name for data in shipped_places("data"))
         raise ClassificationDataUnavailable(
-            f"the shipped classification data ({SHIPPED_DIR}) is not at {folder}: it is found from a clone of the "
-            f"repository (an editable install or a run from the clone); set {setting_key} to a copy of it")
+            f"the shipped classification data ({SHIPPED_DIR}) is neither in the installed package ({packaged}) nor "
+            f"in a clone of the repository ({clone}); set {setting_key} to a copy of it")
     return folder

@@ -121,7 +121,7 @@ def test_real_model_without_gpu_or_hub_stops_at_once(tmp_path):
     result = run_cli("ao_calib.run", "~recipe", "judge=label", f"hydra.run.dir={tmp_path / 'never'}",
                      timeout=60)  # the default model, without the design-note recipe (tests/e2e/test_seed_recipe.py)
     assert result.returncode == 2
-    assert "needs a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
+    assert "needs:\n  - a CUDA GPU" in result.stderr and "Qwen/Qwen3-8B" in result.stderr
     assert "checkpoints_all_single_and_multi_pretrain_cls_latentqa_posttrain_Qwen3-8B" in result.stderr
     assert "model=tiny_qwen3" in result.stderr  # the user's own command, offline
     assert "Traceback" not in result.stderr

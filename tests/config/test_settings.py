@@ -26,7 +26,8 @@ HELP_LIMIT = 300  # characters: what a key does in one or two sentences
 
 # Keys every option of their group names itself: no default can serve (which model, which files, which class).
 REQUIRED = {"model.name", "model.num_hidden_layers", "model.gguf.distribution", "model.gguf.file", "task.name",
-            "judge.name", "reward.name", "paths.root_dir", "paths.output_dir", "paths.cache_dir"}
+            "judge.name", "reward.name", "paths.root_dir", "paths.output_dir", "paths.cache_dir",
+            "paths.data_dir"}
 
 
 def test_settings_page_is_generated_from_the_schemas():

@@ -1,5 +1,5 @@
 """`task=oracle model=qwen3_8b` (and gemma3_27b) is the oracle design notes' experiment, and a machine without
-what it needs is told so, in one message, before anything loads."""
+what it needs is told so, in one message listing one missing thing a line, before anything loads."""
 
 from __future__ import annotations
 
@@ -54,15 +54,18 @@ def test_the_recipe_is_only_for_its_task_and_model():
     assert dropped.judge.name == "label" and dropped.task.data.path is None
 
 
-def test_without_gpu_hub_or_key_the_run_stops_in_one_message_naming_each(monkeypatch):
+def test_without_gpu_hub_or_key_the_run_stops_in_one_message_naming_each(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    result = run_cli("ao_calib.run", "task=oracle", "model=qwen3_8b", env={"HF_HUB_OFFLINE": "1"})
+    result = run_cli("ao_calib.run", "task=oracle", "model=qwen3_8b", f"paths.output_dir={tmp_path}",
+                     env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1
+    lines = result.stderr.splitlines()
+    errors = [i for i, line in enumerate(lines) if line.startswith("error:")]
+    assert len(errors) == 1 and lines[errors[0]].endswith(" needs:")
+    problems = [line for line in lines[errors[0] + 1:] if line.startswith("  - ")]  # one a line
     for needed in ("CUDA GPU", "'Qwen/Qwen3-8B'", "checkpoints_all_single_and_multi", "ceselder/wildchat-oracle-questions",
                    "OPENAI_API_KEY"):
-        assert needed in errors[0]
+        assert len([line for line in problems if needed in line]) == 1, needed
     assert "experiment=oracle_seed_tiny" in result.stderr
     assert "Loading weights" not in result.stderr  # nothing was loaded
 

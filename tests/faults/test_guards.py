@@ -74,6 +74,7 @@ def test_cli_refuses_a_bad_value_with_exit_2_before_any_model_loads(tmp_path):
                      f"hydra.run.dir={tmp_path / 'r'}", timeout=600)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == "error: trainer.max_steps=-5: out of range, allowed >= 1"
+    assert not (tmp_path / "r").exists()  # refused before Hydra makes the run directory
     assert "Loading weights" not in result.stdout + result.stderr and "Traceback" not in result.stderr
 
 # ----------------------------------------------------------------------------------------------- checkpoints

@@ -114,25 +114,56 @@ def test_outputs_readme_names_the_files_the_code_writes():
 
 
 def test_the_closing_block_ends_with_the_headline_table_and_the_files(tmp_path, capsys):
+    from ao_calib.evaluation.config import ClosingTable
     from ao_calib.reporting.summary import print_final_screen
 
-    oracle = {"accuracy": 0.7, "auroc": 0.6, "ece": 0.1, "brier": 0.2, "confidence_std": 0.08}
+    oracle = {"accuracy": 0.7, "auroc": None, "ece": 0.1, "brier": 0.2, "confidence_std": 0.08}  # null: not computable
     for tag, extra in (("warmup", {}), ("final", {"ast_accuracy/simple": 0.5, "ast_accuracy/multiple": 0.25})):
         RunDir(tmp_path).eval_report(tag).write_text(json.dumps(
             {"tag": tag, "metrics": {**oracle, **extra}, "variants": {"control": {"accuracy": 0.45}}}))
-    print_final_screen({"status": "completed", "wall_time_s": 3.0, "final_metrics": {"reward": 0.1},
-                        "run_dir": str(tmp_path),
-                        "alerts": {"references_over_eval_budget": {"step": 0, "message": "1 of 8 held-out ..."},
-                                   "confidence_collapse": {"step": 3, "message": "confidence std 0.0 < 0.1"}}})
+    summary = {"status": "completed", "wall_time_s": 3.0, "final_metrics": {"reward": 0.1}, "run_dir": str(tmp_path),
+               "alerts": {"references_over_eval_budget": {"step": 0, "message": "1 of 8 held-out ..."},
+                          "confidence_collapse": {"step": 3, "message": "confidence std 0.0 < 0.1"}}}
+    print_final_screen(summary)
     lines = capsys.readouterr().out.splitlines()
     alert = next(i for i, line in enumerate(lines) if "ALERT confidence_collapse (step 3)" in line)
     assert any("ALERT references_over_eval_budget (at start-up): 1 of 8" in line for line in lines[:alert])
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["evaluation"])
     assert alert < header
-    assert lines[header].split()[1:6] == ["acc", "control", "AUROC", "ECE", "Brier"]
-    assert "conf std" in lines[header] and "AST simple" in lines[header] and "AST multiple" in lines[header]
-    assert lines[header + 2].split()[:3] == ["final", "0.700", "0.450"]
+    # the headline columns a newcomer reads, a task's per-category accuracy included; the others behind an option
+    assert lines[header].split()[1:5] == ["acc", "control", "AUROC", "ECE"]
+    assert "AST simple" in lines[header] and "AST multiple" in lines[header]
+    assert "Brier" not in lines[header] and "conf std" not in lines[header]
+    assert lines[header + 2].split()[:4] == ["final", "0.700", "0.450", "nan"]
+    legend = lines[header + 4:]
+    assert legend[0].startswith(" acc: accuracy; control: ") and "AUROC: " in legend[0] and "AST <category>" in legend[0]
+    assert legend[1].startswith(" nan: not computable")
+    assert legend[2] == " -: not reported by that evaluation"  # the warm-up has no AST columns
+    assert legend[3].startswith(" eval.closing_table=full adds Brier, conf std")
     assert any(f"run directory: {tmp_path}" in line for line in lines[header:])
+    assert lines[-2] == f" curves: python -m ao_calib.plot {tmp_path}"  # started as python -m, not as ao-calib
+
+    print_final_screen(summary, ClosingTable.full)
+    full = capsys.readouterr().out.splitlines()
+    assert next(line for line in full if line.split()[:1] == ["evaluation"]).split()[1:6] == [
+        "acc", "control", "AUROC", "ECE", "Brier"]
+    assert not any("closing_table=full adds" in line for line in full)
+
+
+def test_the_readmes_smoke_run_is_told_it_is_too_short_to_learn():
+    """The README's smoke run trains its stages for a small fraction of the quickstart's steps: under the default
+    alerts.short_run_fraction each is too short, which the closing block says (the README says so too)."""
+    from ao_calib.config.compose import compose_run_config
+    from ao_calib.monitoring.config import AlertsConfig
+    from ao_calib.config.short_run import ALERT, short_stages
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    line = re.search(r"A faster smoke run: `python -m ao_calib.run ([^`]+)`", readme).group(1).split()
+    assert any(word.endswith(".max_steps=20") for word in line) and ALERT in readme
+    preset = [word for word in line if not word.split("=")[0].endswith("max_steps")]
+    short = short_stages(compose_run_config(line), compose_run_config(preset), AlertsConfig().short_run_fraction)
+    assert short == [("warmup", 20, 1500), ("trainer", 2, 150)]
+    assert short_stages(compose_run_config(preset), compose_run_config(preset), 1.0) == []  # the preset's own
 
 
 def test_a_presets_warmup_can_be_dropped_to_start_from_a_saved_one():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ao_calib.core import shipped
 from ao_calib.core.errors import DataValidationError, MissingDataFileError
-from ao_calib_tasks.oracle import classification_catalog as catalog
 from ao_calib_tasks.oracle.classification import (
     ENGELS_DATASETS,
     ENGELS_PROBES,
@@ -74,12 +74,30 @@ def test_shipped_data_dir_is_the_clones_copy_and_tracked_by_git():
     assert generated.returncode == 0
 
 
+def installed_at(monkeypatch, site: Path, with_data: bool) -> Path:
+    """ao_calib as a non-editable install puts it in ``site`` (site-packages): its data/ inside the package (a link
+    to the clone's) when ``with_data``, no clone beside it."""
+    package = site / "ao_calib"
+    package.mkdir(parents=True)
+    if with_data:
+        (package / "data").symlink_to(REPO / "data", target_is_directory=True)
+    monkeypatch.setattr(shipped, "PACKAGE_DIR", package)
+    monkeypatch.setattr(shipped, "CLONE_ROOT", site)
+    return package
+
+
+def test_shipped_data_dir_finds_the_installed_packages_copy(monkeypatch, tmp_path):
+    package = installed_at(monkeypatch, tmp_path / "site-packages", with_data=True)
+    assert shipped_data_dir() == package / "data" / "ao_classification"
+
+
 def test_shipped_data_dir_missing_names_the_setting(monkeypatch, tmp_path):
-    # as in a non-editable install: the module sits in site-packages, with no data/ beside it
-    monkeypatch.setattr(catalog, "__file__", str(tmp_path / "site-packages" / "ao_calib_tasks" / "oracle" / "x.py"))
+    package = installed_at(monkeypatch, tmp_path / "site-packages", with_data=False)
     with pytest.raises(ClassificationDataUnavailable) as err:
         shipped_data_dir()
-    assert "task.classification.data_dir" in str(err.value) and "clone" in str(err.value)
+    message = str(err.value)
+    assert "task.classification.data_dir" in message and "clone" in message
+    assert str(package / "data" / "ao_classification") in message  # where the installed package's copy belongs
     with pytest.raises(ClassificationDataUnavailable, match="task.data.classification_dir"):
         shipped_data_dir("task.data.classification_dir")
 

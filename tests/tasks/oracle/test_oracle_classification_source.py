@@ -13,6 +13,7 @@ from ao_calib import eval as eval_command
 from ao_calib.calibration.per_dataset import dataset_figures
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import DataValidationError
+from ao_calib.core.io import json_safe
 from ao_calib.task_api import build_task
 from ao_calib_tasks.oracle.classification import is_engels
 from tests.helpers.commands import assert_ok, run_cli
@@ -83,7 +84,8 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
     assert all(isinstance(r["dataset"], str) and r["in_distribution"] == (not is_engels(r["dataset"])) for r in rows)
     assert {"mode", "warmup", "text_rule", "probe"} <= final["baselines"].keys()
     # eval.json's per-dataset figures are those the written rows give
-    assert json.dumps(final["per_dataset"], sort_keys=True) == json.dumps(dataset_figures(rows), sort_keys=True)
+    assert json.dumps(final["per_dataset"], sort_keys=True) == json.dumps(json_safe(dataset_figures(rows)),
+                                                                         sort_keys=True)
     assert final["per_dataset"]["ood_datasets"] and "in_distribution" in final["per_dataset"]["pooled"]
     # the warm-up's number is the one its own evaluation stated on the same row
     warm = {(r["source_id"], r["question"]): r for r in read_jsonl(out / "eval_predictions_warmup.jsonl")}
