@@ -30,6 +30,7 @@ STATED = "stated"  # the method name of the confidence stated in the tag
 CONDITIONS = ("own", "none", "other")  # the order accuracies are reported in
 IN_DISTRIBUTION, OUT_OF_DISTRIBUTION = "in_distribution", "out_of_distribution"
 FIGURES = ("mean_confidence", "auroc", "auroc_within_question", "ece", "brier")
+YES_NO = "yes_no"  # the question_form of a row that says none
 
 
 def _field(row: dict, index: int, *path: str) -> Any:
@@ -98,7 +99,12 @@ def _groups(rows: list[dict], ood: set[str]) -> dict[str, dict[str, list[dict]]]
         datasets.setdefault(row["dataset"], []).append(row)
     pooled = {IN_DISTRIBUTION: [r for r in rows if r["dataset"] not in ood],
               OUT_OF_DISTRIBUTION: [r for r in rows if r["dataset"] in ood]}
-    return {"datasets": datasets, "pooled": {name: group for name, group in pooled.items() if group}}
+    subsets: dict[str, list[dict]] = {}
+    for row in rows:  # a dataset pooled from several files or groups (geometry_of_truth's, relations')
+        if row.get("subset"):
+            subsets.setdefault(f"{row['dataset']}/{row['subset']}", []).append(row)
+    return {"datasets": datasets, "pooled": {name: group for name, group in pooled.items() if group},
+            "subsets": subsets}
 
 
 def method_names(rows: list[dict]) -> list[str]:
@@ -170,6 +176,10 @@ def group_figures(rows: list[dict], n_bins: int = 10) -> dict[str, Any]:
     accuracy = {c: float(binarize([r["scores"]["correct"] for r in group]).mean())
                 for c, group in by_condition.items()}
     accuracy.update({name: figures["accuracy"] for name, figures in methods.items() if "accuracy" in figures})
+    forms = {} if all(r.get("question_form") is None for r in rows) else {
+        form: {c: float(binarize([r["scores"]["correct"] for r in group if question_form(r) == form]).mean())
+               for c, group in by_condition.items() if any(question_form(r) == form for r in group)}
+        for form in sorted({question_form(r) for r in rows})}
     return {
         "n": {c: len(group) for c, group in by_condition.items()},
         "datasets": sorted({r["dataset"] for r in rows}),
@@ -180,13 +190,31 @@ def group_figures(rows: list[dict], n_bins: int = 10) -> dict[str, Any]:
                                    / len(group) for c, group in by_condition.items()},
         "methods": methods,
         "notes": notes,
+        **({"accuracy_by_form": forms} if forms else {}),
+        "text_only_accuracy": text_only_accuracy([r for r in own if question_form(r) == YES_NO]),
     }
+
+
+def question_form(row: dict) -> str:
+    """A row's ``question_form``: "yes_no" unless it says otherwise (an open question: "open")."""
+    return row.get("question_form") or YES_NO
+
+
+def text_only_accuracy(rows: list[dict]) -> float:
+    """The best any rule reading the question text alone scores on ``rows``: each text's most frequent expected
+    answer, counted on these very rows (an upper bound on what the wording tells); NaN without rows."""
+    by_text: dict[str, dict[str, int]] = {}
+    for row in rows:
+        counts = by_text.setdefault(f"{row['dataset']}\x1f{row.get('question')}", {})
+        counts[str(row.get("expected"))] = counts.get(str(row.get("expected")), 0) + 1
+    return sum(max(c.values()) for c in by_text.values()) / len(rows) if rows else float("nan")
 
 
 def dataset_figures(rows: Iterable[dict], ood_datasets: Collection[str] | None = None, n_bins: int = 10
                     ) -> dict[str, Any]:
-    """The figures of every dataset and of the in- and out-of-distribution pools (``group_figures`` each), for
-    eval.json: ``{"datasets": {name: ...}, "pooled": {"in_distribution": ..., "out_of_distribution": ...},
+    """The figures of every dataset, of every file or group a dataset pools (``subsets``, named dataset/subset, where
+    rows say ``subset``) and of the in- and out-of-distribution pools (``group_figures`` each), for eval.json:
+    ``{"datasets": {name: ...}, "pooled": {"in_distribution": ..., "out_of_distribution": ...},
     "ood_datasets": [the OOD sets with rows], "ood_datasets_absent": [named OOD sets without rows]}``. NaN
     marks an undefined figure (AUROC where every answer is right or wrong), with the reason in the group's notes."""
     rows = _checked(rows)
@@ -196,6 +224,8 @@ def dataset_figures(rows: Iterable[dict], ood_datasets: Collection[str] | None =
     return {
         "datasets": {name: group_figures(group, n_bins) for name, group in groups["datasets"].items()},
         "pooled": {name: group_figures(group, n_bins) for name, group in groups["pooled"].items()},
+        **({"subsets": {name: group_figures(group, n_bins) for name, group in groups["subsets"].items()}}
+           if groups["subsets"] else {}),
         "ood_datasets": sorted(ood & present),
         "ood_datasets_absent": sorted(ood - present),
     }
@@ -234,3 +264,26 @@ def figures_table(figures: dict[str, Any]) -> str:
     if figures.get("ood_datasets_absent"):
         notes.append(f"- OOD sets named but without rows: {', '.join(figures['ood_datasets_absent'])}")
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def readability_table(figures: dict[str, Any], probe: dict[str, float] | None = None) -> str:
+    """Where the answers can be read and whether the stated number knows it, a row per dataset (each file or group
+    of a pooled one under it) and pool: a linear probe's accuracy on validation rows (``probe``, when given), the
+    yes/no and open-question accuracy under own / other / none activations, the best text-only rule's yes/no
+    accuracy, and the stated number's mean, ECE and AUROC over every own row."""
+    forms = (YES_NO, "open")
+    head = ["group", "n", "probe (val)", *(f"{f} {c}" for f in ("yes/no", "open") for c in ("own", "other", "none")),
+            "text-only", "mean conf", "acc", "ECE", "AUROC"]
+    groups = [(name, g) for name, g in figures["datasets"].items()]
+    groups += [(f"  {name}", g) for name, g in figures.get("subsets", {}).items()]
+    groups += [(f"pooled {'ID' if name == IN_DISTRIBUTION else 'OOD'}", g) for name, g in figures["pooled"].items()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, g in groups:
+        by_form = g.get("accuracy_by_form") or {YES_NO: g["accuracy"]}
+        stated = g["methods"].get(STATED, {})
+        cells = [name, str(g["n"].get("own", 0)), _number((probe or {}).get(name)),
+                 *(_number(by_form.get(f, {}).get(c)) for f in forms for c in ("own", "other", "none")),
+                 _number(g.get("text_only_accuracy")), _number(stated.get("mean_confidence")),
+                 _number(g["accuracy"].get("own")), _number(stated.get("ece")), _number(stated.get("auroc"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

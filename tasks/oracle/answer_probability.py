@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ao_calib.core.io import write_jsonl
+from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
 
@@ -66,8 +67,10 @@ class Baselines:
         built = self.built
         # a statement the evaluation scores (a held-out file may hold validation rows) is never fitted on
         scored = {r["activation_id"] for r in built.test_rows}
-        total = len(built.validation_rows)
-        fit_rows = [r for r in built.validation_rows if activation_id(r["prompt"]) not in scored]
+        # (a yes/no answer's probability: a row whose answer is a class has none)
+        fit_rows = [r for r in built.validation_rows if yes_no(r["answer"] or "") is not None]
+        total = len(fit_rows)
+        fit_rows = [r for r in fit_rows if activation_id(r["prompt"]) not in scored]
         scored_too = total - len(fit_rows)
         if scored_too:
             log.warning("baselines.logprob_platt: %d of the %d validation rows are among the rows scored; fitted on "
@@ -96,13 +99,15 @@ class Baselines:
             if found is None:
                 return {}
             path, records, probabilities = found
-            platt = fit(probabilities).tolist()
-            for record, p_own, p_platt in zip(records, probabilities, platt):
-                record["baselines"] = {"logprob": p_own, "logprob_platt": p_platt}
+            kept = [i for i, p in enumerate(probabilities) if p is not None]
+            platt = fit([probabilities[i] for i in kept]).tolist()
+            for i, p_platt in zip(kept, platt):
+                records[i]["baselines"] = {"logprob": probabilities[i], "logprob_platt": p_platt}
             write_jsonl(path, records)
-            hits = [r["scores"]["correct"] for r in records]
+            hits = [records[i]["scores"]["correct"] for i in kept]
+            questions = [records[i]["question"] for i in kept]
             report = {"auroc": auroc(platt, hits), "ece": expected_calibration_error(platt, hits),
-                      "auroc_within_question": within_group_auroc(platt, hits, [r["question"] for r in records]),
+                      "auroc_within_question": within_group_auroc(platt, hits, questions),
                       "platt": {"a": fit.a, "b": fit.b}, "validation_rows": len(validation),
                       "validation_rows_scored_too": scored_too,
                       "validation_accuracy": sum(correct) / len(correct)}
@@ -115,9 +120,9 @@ class Baselines:
 
     def predictions_probabilities(self, model, tokenizer, run_dir: RunDir, tag: str, name: str):
         """(path, records, probabilities): the evaluation's own-condition predictions rows and the oracle's own
-        probability of each row's answer, read off the model on the rows the evaluation drew (a sample of
-        eval.num_samples, in file order, not the first ones); None, with a warning naming ``baselines.<name>``,
-        when the file's rows are not those."""
+        probability of each yes/no row's answer (None on a row answered by a class), read off the model on the rows
+        the evaluation drew (a sample of eval.num_samples, in file order, not the first ones); None, with a warning
+        naming ``baselines.<name>``, when the file's rows are not those."""
         from ao_calib.evaluation.evaluate import rows_of_records
 
         from .baselines import own_answer_probabilities
@@ -129,9 +134,13 @@ class Baselines:
             log.warning("baselines.%s: skipped: the predictions rows of %s are not the rows this evaluation drew",
                         name, path)
             return None
-        probabilities = own_answer_probabilities(model, tokenizer, rows, [r["completion"] for r in records],
-                                                 self.built.steering,
-                                                 chat_template_kwargs=dict(self.chat_template_kwargs))
+        asked = [i for i, row in enumerate(rows) if yes_no(row["answer"] or "") is not None]
+        found = own_answer_probabilities(model, tokenizer, [rows[i] for i in asked],
+                                         [records[i]["completion"] for i in asked], self.built.steering,
+                                         chat_template_kwargs=dict(self.chat_template_kwargs))
+        probabilities: list[float | None] = [None] * len(rows)
+        for i, p in zip(asked, found):
+            probabilities[i] = p
         return path, records, probabilities
 
     def logprob_on_validation(self, model, tokenizer, run_dir: RunDir, tag: str, on_main: bool = True) -> dict:
@@ -147,13 +156,14 @@ class Baselines:
             if found is None:
                 return {}
             path, records, probabilities = found
-            for record, p_own in zip(records, probabilities):
-                record["baselines"] = {"logprob": p_own}
+            kept = [i for i, p in enumerate(probabilities) if p is not None]
+            for i in kept:
+                records[i]["baselines"] = {"logprob": probabilities[i]}
             write_jsonl(path, records)
-            hits = [r["scores"]["correct"] for r in records]
-            report = {"auroc": auroc(probabilities, hits),
-                      "auroc_within_question": within_group_auroc(probabilities, hits,
-                                                                  [r["question"] for r in records])}
+            hits = [records[i]["scores"]["correct"] for i in kept]
+            own = [probabilities[i] for i in kept]
+            report = {"auroc": auroc(own, hits),
+                      "auroc_within_question": within_group_auroc(own, hits, [records[i]["question"] for i in kept])}
             print(f"[eval:{tag}] baseline: own-answer probability (raw; Platt is fitted on test-split runs only): "
                   f"AUROC {report['auroc']:.3f}, within-question AUROC {report['auroc_within_question']:.3f}",
                   flush=True)

@@ -7,15 +7,13 @@ import logging
 import random
 from dataclasses import dataclass
 
-import datasets
-
 from ao_calib.steering.activations import layer_indices
 from ao_calib.task_api import TaskContext, TaskData
 
 from .activations import Extractor, centered, training_mean
 from .config import OracleTaskConfig
 from .prompt import placeholder_token_id
-from .rows import Draw, draw, held_out_draws, oracle_rows
+from .rows import Draw, as_dataset, draw, held_out_draws, oracle_rows
 from .sources import SourceRows
 from .steering import ActivationSteering
 
@@ -93,5 +91,5 @@ def build_oracle_data(config: OracleTaskConfig, context: TaskContext, source: So
              f" (task.data.test_path={config.data.test_path})" if config.data.test_path else "", layers,
              extract.stats.texts, extract.stats.cache_hits)
     conditions = (("control",) if config.eval_control else ()) + (("none",) if config.eval_none else ())
-    return built, TaskData(train=datasets.Dataset.from_list(train), test=datasets.Dataset.from_list(built.test_rows),
+    return built, TaskData(train=as_dataset(train), test=as_dataset(built.test_rows),
                            steering=steering, conditions=conditions)

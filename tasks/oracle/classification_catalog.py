@@ -64,6 +64,27 @@ QUESTIONS: dict[str, Any] = {
     },
 }
 
+# Each dataset's open question, asked of a statement beside its yes/no one: the warm-up's open rows
+# (task.warmup_rows.open_fraction) and the open rows of the held-out splits, answered by the statement's class in the
+# words of ``CLASS_WORDS`` (relations: the object it names) and scored by exact class. The options are named so that
+# the question alone says which words count; an Engels probe is asked ``OPEN_TWO_CLASSES`` with its two labels.
+OPEN_QUESTIONS: dict[str, tuple[str, ...]] = {
+    "geometry_of_truth": ("Is this statement true or false?", "Would you call this statement true or false?"),
+    "relations": ("Which object does this statement name?", "What is the object this statement names?"),
+    "tense": ("Which tense is this sentence in: past, present or future?",
+              "Is this sentence in the past, present or future tense?"),
+    "singular_plural": ("Does this sentence mention one person or several?",
+                        "Is this sentence about one person or several?"),
+}
+OPEN_TWO_CLASSES = ("Which fits this text: {} or {}?", "Is this text {} or {}?")
+# The class labels of the files -> the words an open answer names them with.
+CLASS_WORDS: dict[str, dict[str, str]] = {
+    "geometry_of_truth": {"1": "true", "0": "false"},
+    "singular_plural": {"single": "one", "multiple": "several"},
+}
+OPEN_GROUP = "open"  # the question_group suffix of a dataset's open rows
+OPEN_FORM = "open"  # the question_form of an open row (a yes/no row has none)
+
 # Engels probe file name -> (its group in question.json's "engels" block, the label of target 1, of target 0). These
 # are the reference's ten probes (data/ao_classification ships the first four); any other <n>_<probe>.csv whose
 # lower-cased <probe> is a group there is read too, its two sub-groups in file order.

@@ -12,29 +12,39 @@ from pathlib import Path
 
 from ao_calib.core.errors import DataValidationError
 
-from .classification_catalog import (AG_NEWS_TOPICS, ENGELS_PREFIX, ENGELS_PROBES, ENGELS_TARGETS, GMT_FILES,
-                                     GMT_LABELS, NUMBERS, TENSES, ClassificationDataUnavailable)
-from .classification_reading import (Asker, balanced_flags, choice_of, load_paraphrases, nonempty,
-                                     paraphrase_group, pick_labelled, question_row, read_csv, read_json,
+from .classification_catalog import (AG_NEWS_TOPICS, CLASS_WORDS, ENGELS_PREFIX, ENGELS_PROBES, ENGELS_TARGETS,
+                                     GMT_FILES, GMT_LABELS, NUMBERS, OPEN_QUESTIONS, OPEN_TWO_CLASSES, TENSES,
+                                     ClassificationDataUnavailable)
+from .classification_reading import (Asker, Statement, balanced_asks, balanced_flags, choice_of, load_paraphrases,
+                                     nonempty, paraphrase_group, pick_labelled, question_row, read_csv, read_json,
                                      require_file, round_robin, shuffled)
+
+TRUE, FALSE = CLASS_WORDS["geometry_of_truth"]["1"], CLASS_WORDS["geometry_of_truth"]["0"]
 
 
 def _gmt_items(path: Path, rel: str) -> tuple[list, list]:
-    """(file, statement) items of a geometry-of-truth CSV: the true ones, then the false ones."""
+    """(file, statement, open answer) items of a geometry-of-truth CSV: the true ones, then the false ones."""
     yes_items, no_items = [], []
     for index, row in enumerate(read_csv(path, ("statement", "label"))):
         statement = nonempty(path, index, "statement", row["statement"])
         label = GMT_LABELS[choice_of(path, index, "label", row["label"], GMT_LABELS)]
-        (yes_items if label else no_items).append((rel, statement))
+        (yes_items if label else no_items).append((rel, statement, TRUE if label else FALSE))
     return yes_items, no_items
 
 
 def _statement_rows(name: str, yes_items: list, no_items: list, n: int, rng: random.Random,
                     ask: Asker) -> list[dict]:
-    """Rows for datasets whose answer is fixed by the statement (geometry_of_truth, relations)."""
+    """Rows for datasets whose answer is fixed by the statement (geometry_of_truth, relations): each asks whether
+    it is true; its open question asks for its truth (geometry_of_truth) or the object it names (relations)."""
     yes, no = pick_labelled(rng, yes_items, no_items, n, key=lambda item: item[0])
-    return shuffled(rng, [question_row(name, s, ask(), True) for _, s in yes]
-                    + [question_row(name, s, ask(), False) for _, s in no])
+
+    def row(item: tuple, true: bool) -> dict:
+        rel, text, fact = item
+        subset = Path(rel).stem if name == "geometry_of_truth" else Path(rel).parent.name  # its file; its group
+        return question_row(name, text, ask(), true,
+                            Statement(TRUE if true else FALSE, TRUE, fact, OPEN_QUESTIONS[name], subset))
+
+    return shuffled(rng, [row(item, True) for item in yes] + [row(item, False) for item in no])
 
 
 def _geometry_of_truth(data_dir: Path, n: int, rng: random.Random, ask: Asker) -> list[dict]:
@@ -77,10 +87,11 @@ def _relation_items(path: Path, rel: str, rng: random.Random) -> tuple[list, lis
     yes_items, no_items = [], []
     for subject, obj in pairs:
         stem = templates[rng.randrange(len(templates))].strip().replace("{}", subject, 1)
-        yes_items.append((rel, f"{stem} {obj}."))
+        yes_items.append((rel, f"{stem} {obj}.", obj))
         wrong = [o for o in objects if o not in true_for[subject]]
         if wrong:
-            no_items.append((rel, f"{stem} {rng.choice(wrong)}."))
+            named = rng.choice(wrong)
+            no_items.append((rel, f"{stem} {named}.", named))
     return yes_items, no_items
 
 
@@ -214,9 +225,9 @@ def _tense_items(path: Path) -> list[tuple[str, str]]:
 def _tense_rows(items: list, n: int, rng: random.Random, ask: Asker) -> list[dict]:
     picked = round_robin(rng, items, n, key=lambda item: item[0])
     rows = []
-    for (label, sentence), yes in zip(picked, balanced_flags(rng, len(picked))):
-        asked = label if yes else rng.choice([t for t in TENSES if t != label])
-        rows.append(question_row("tense", sentence, ask(fill=asked), yes))
+    for (label, sentence), (yes, asked) in zip(picked, balanced_asks(rng, [p[0] for p in picked], TENSES)):
+        rows.append(question_row("tense", sentence, ask(fill=asked), yes,
+                                 Statement(label, asked, label, OPEN_QUESTIONS["tense"])))
     return shuffled(rng, rows)
 
 
@@ -235,9 +246,11 @@ def _singular_plural_items(path: Path) -> list[tuple[str, str]]:
 def _singular_plural_rows(items: list, n: int, rng: random.Random, ask: Asker) -> list[dict]:
     picked = round_robin(rng, items, n, key=lambda item: item[0])
     rows = []
-    for (label, sentence), yes in zip(picked, balanced_flags(rng, len(picked))):
-        asked = label if yes else next(x for x in NUMBERS if x != label)
-        rows.append(question_row("singular_plural", sentence, ask(asked), yes))
+    words = CLASS_WORDS["singular_plural"]
+    for (label, sentence), (yes, asked) in zip(picked, balanced_asks(rng, [p[0] for p in picked], NUMBERS)):
+        rows.append(question_row("singular_plural", sentence, ask(asked), yes,
+                                 Statement(words[label], words[asked], words[label],
+                                           OPEN_QUESTIONS["singular_plural"])))
     return shuffled(rng, rows)
 
 
@@ -286,10 +299,13 @@ def engels_file_rows(path: Path, n: int | None, seed: int, all_paraphrases: bool
                  random.Random(f"ao_classification:{name}:{seed}:{path.name}:paraphrases") if all_paraphrases else None)
     items = _engels_items(path, positive, negative)
     picked = round_robin(rng, items, len(items) if n is None else n, key=lambda item: item[0])
+    words = {label: label.replace("_", " ") for label in (positive, negative)}
+    open_questions = tuple(q.format(words[positive], words[negative]) for q in OPEN_TWO_CLASSES)
     rows = []
-    for (label, prompt), yes in zip(picked, balanced_flags(rng, len(picked))):
-        asked = label if yes else (negative if label == positive else positive)
-        rows.append(question_row(name, prompt, ask(asked), yes))
+    for (label, prompt), (yes, asked) in zip(picked, balanced_asks(rng, [p[0] for p in picked],
+                                                                  (positive, negative))):
+        rows.append(question_row(name, prompt, ask(asked), yes,
+                                 Statement(words[label], words[asked], words[label], open_questions)))
     return shuffled(rng, rows)
 
 
@@ -317,7 +333,8 @@ def _all_rows(build: Callable[[list, int, random.Random, Asker], list[dict]], it
 FILE_ROWS: dict[str, Callable[[Path, random.Random, Asker], list[dict]]] = {
     "geometry_of_truth": lambda p, rng, ask: _all_statement_rows("geometry_of_truth", _gmt_items(p, p.name), rng,
                                                                  ask),
-    "relations": lambda p, rng, ask: _all_statement_rows("relations", _relation_items(p, p.name, rng), rng, ask),
+    "relations": lambda p, rng, ask: _all_statement_rows(
+        "relations", _relation_items(p, f"{p.parent.name}/{p.name}", rng), rng, ask),
     "tense": lambda p, rng, ask: _all_rows(_tense_rows, _tense_items(p), rng, ask),
     "singular_plural": lambda p, rng, ask: _all_rows(_singular_plural_rows, _singular_plural_items(p), rng, ask),
     "ag_news": lambda p, rng, ask: _all_rows(_ag_news_rows, _ag_news_items(p), rng, ask),

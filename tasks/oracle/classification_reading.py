@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import csv
+import functools
+import hashlib
 import io
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +32,34 @@ def load_paraphrases(path: str | Path) -> dict:
     return data
 
 
-def question_row(name: str, context: str, asked: tuple[str, str], yes: bool) -> dict:
+def question_row(name: str, context: str, asked: tuple[str, str], yes: bool, statement: Statement | None = None
+                 ) -> dict:
+    """A yes/no row about ``context``; with its ``statement``'s classes, the fields its open question and its
+    controls read (``Statement.fields``)."""
     question, group = asked
-    return {"dataset": name, "prompt": context, "question": QUESTION_PREFIX + question, "answer": YES if yes else NO,
-            "question_group": group}
+    row = {"dataset": name, "prompt": context, "question": QUESTION_PREFIX + question, "answer": YES if yes else NO,
+           "question_group": group}
+    return row if statement is None else {**row, **statement.fields(context)}
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What a file says of one statement beyond its yes/no row: ``label``, its class (true/false where the
+    statement itself is true or false); ``asked``, the class its yes/no question asks about; ``fact``, the answer to
+    its open question (the class in ``CLASS_WORDS``' words, or what the statement names); ``open_questions``, the
+    wordings of that question; ``subset``, the file or group it comes from where a dataset pools several."""
+
+    label: str
+    asked: str
+    fact: str
+    open_questions: tuple[str, ...]
+    subset: str | None = None
+
+    def fields(self, context: str) -> dict:
+        # one wording per statement, by its text: the same statement is asked the same way in every run
+        pick = int(hashlib.sha1(context.encode()).hexdigest()[:8], 16) % len(self.open_questions)
+        return {"label": self.label, "asked": self.asked, "fact": self.fact,
+                "open_question": self.open_questions[pick], **({"subset": self.subset} if self.subset else {})}
 
 
 class Asker:
@@ -94,6 +121,25 @@ def _paraphrase_list(path: Path, texts: Any, field: str, filled: bool) -> list[s
     return [text.strip() for text in texts]
 
 
+def asked_in(question: str, templates: Sequence[str]) -> str:
+    """What fills the "{}" of the paraphrase ``question`` is worded in (the class a tense question asks about), by
+    the most specific template that fits (the shortest fill); "" where none fits. Read from the wording, not found
+    in it: "Is the narrative presented in the future tense?" asks about the future."""
+    text = question.removeprefix(QUESTION_PREFIX).strip()
+    fills = []
+    for template in templates:
+        head, _, tail = template.partition("{}")
+        if text.startswith(head) and text.endswith(tail) and len(text) > len(head) + len(tail):
+            fills.append(text[len(head):len(text) - len(tail)])
+    return min(fills, key=len, default="")
+
+
+@functools.cache
+def shipped_paraphrases() -> dict:
+    """The shipped ``paraphrases/question.json``, read once."""
+    return load_paraphrases(question_file_in(None))
+
+
 def question_file_in(data_dir: str | Path | None) -> Path:
     return (Path(data_dir) if data_dir is not None else shipped_data_dir()) / QUESTION_FILE
 
@@ -112,6 +158,28 @@ def balanced_flags(rng: random.Random, count: int) -> list[bool]:
     flags = [True] * n_yes + [False] * (count - n_yes)
     rng.shuffle(flags)
     return flags
+
+
+def balanced_asks(rng: random.Random, labels: Sequence[str], classes: Sequence[str]) -> list[tuple[bool, str]]:
+    """(Yes?, the class asked about) for statements of ``labels``, so that every class is asked about as often with
+    Yes (a statement of it) as with No (a statement of another): each statement goes where it evens the counts most
+    (a Yes row if its own class lags further in Yes rows than any other class leads, else a No row about the class
+    that leads most); a tie goes to the answer that has had fewer rows, then to a coin. The question alone then
+    tells nothing of its answer."""
+    lead = dict.fromkeys(classes, 0)  # Yes rows minus No rows asking about each class
+    out = []
+    for label in labels:
+        others = [c for c in classes if c != label]
+        top = max(lead[c] for c in others)
+        total = sum(lead.values())
+        if -lead[label] > top or (-lead[label] == top and (total < 0 or (total == 0 and rng.random() < 0.5))):
+            lead[label] += 1
+            out.append((True, label))
+        else:
+            asked = rng.choice([c for c in others if lead[c] == top])
+            lead[asked] -= 1
+            out.append((False, asked))
+    return out
 
 
 def round_robin(rng: random.Random, items: Sequence, k: int, key: Callable[[Any], str]) -> list:

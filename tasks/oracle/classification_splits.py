@@ -16,12 +16,15 @@ def split_by_prompt(rows: Iterable[Mapping], fractions: Sequence[float] = (0.8, 
     prompt is in two splits, plus ``ood_test``: every row of the datasets ``ood`` picks (the Engels probes by
     default), never in the other splits.
 
-    Within each dataset the distinct prompts are grouped by the answers they carry (Yes, No, or both), and each
-    group is shuffled (by ``seed`` and the dataset's name) and cut by ``fractions`` (train, validation, test; they
-    must sum to 1), so the splits keep the dataset's Yes/No mix. A prompt found in several datasets keeps the
+    Within each dataset the distinct prompts are grouped by the questions they are asked and the answers they carry
+    (``question_key``: the tense asked and Yes, say), and each group is shuffled (by ``seed`` and the dataset's
+    name) and cut by ``fractions`` (train, validation, test; they must sum to 1), so the splits keep the dataset's
+    Yes/No mix per question. A prompt found in several datasets keeps the
     split of the first dataset (by name) that has it; one that is also in an ``ood`` dataset goes to ``test``.
     ``balance`` then drops random rows of the larger answer in each dataset's split until Yes and No are even
-    (where a split has both). Rows keep their input order within a split; the result does not depend on it."""
+    (where a split has both), per question asked (``question_key``), and gives each dropped-to-even pair of a Yes
+    and a No row one wording (``paired_wordings``), so that no question text tells its answer. Rows keep their input
+    order within a split; the result does not depend on it."""
     fractions = _check_fractions(fractions)
     rows = [dict(r) for r in rows]
     for index, row in enumerate(rows):
@@ -40,7 +43,7 @@ def split_by_prompt(rows: Iterable[Mapping], fractions: Sequence[float] = (0.8, 
         parts = ({OOD_SPLIT: by_dataset[dataset]} if dataset in ood_names
                  else {s: [r for r in by_dataset[dataset] if split_of[r["prompt"]] == s] for s in SPLITS})
         for split, part in parts.items():
-            out[split] += _balanced(part, random.Random(f"ao_split_balance:{dataset}:{split}:{seed}")) \
+            out[split] += balanced(part, random.Random(f"ao_split_balance:{dataset}:{split}:{seed}")) \
                 if balance else part
     order = {id(row): i for i, row in enumerate(rows)}
     return {split: sorted(part, key=lambda r: order[id(r)]) for split, part in out.items()}
@@ -58,11 +61,11 @@ def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
 def _assign_prompts(rows: list[dict], split_of: dict[str, str], fractions: tuple[float, float, float],
                     rng: random.Random) -> None:
     """Gives each prompt of one dataset not yet in ``split_of`` a split, cutting each answer group by fractions."""
-    answers: dict[str, set[str]] = {}
-    for row in rows:
+    answers: dict[str, set[tuple]] = {}
+    for row in rows:  # a prompt's stratum: the questions it is asked and their answers
         if row["prompt"] not in split_of:
-            answers.setdefault(row["prompt"], set()).add(row["answer"])
-    strata: dict[tuple[str, ...], list[str]] = {}
+            answers.setdefault(row["prompt"], set()).add((*question_key(row), row["answer"]))
+    strata: dict[tuple, list[str]] = {}
     for prompt in sorted(answers):  # sorted: the split does not depend on the rows' order
         strata.setdefault(tuple(sorted(answers[prompt])), []).append(prompt)
     for key in sorted(strata):
@@ -74,13 +77,36 @@ def _assign_prompts(rows: list[dict], split_of: dict[str, str], fractions: tuple
             split_of[prompt] = SPLITS[0] if i < cut_train else SPLITS[1] if i < cut_validation else SPLITS[2]
 
 
-def _balanced(rows: list[dict], rng: random.Random) -> list[dict]:
-    """``rows`` less random rows of the larger answer, so Yes and No are even (unchanged if one is absent)."""
-    yes = [i for i, r in enumerate(rows) if r["answer"] == YES]
-    no = [i for i, r in enumerate(rows) if r["answer"] == NO]
-    if not yes or not no or len(yes) == len(no):
+def question_key(row: Mapping) -> tuple[str, str]:
+    """The question a row asks, whatever its wording: its paraphrase group and the class it asks about (``asked``,
+    on the rows of the shipped files); a row that names no class asked is keyed by its own wording."""
+    return str(row.get("question_group", "")), str(row["asked"] if "asked" in row else row.get("question"))
+
+
+def balanced(rows: list[dict], rng: random.Random) -> list[dict]:
+    """``rows`` less random rows of the larger answer of each question (``question_key``), so Yes and No are even per
+    question (a question asked with one answer only is dropped, unless every row has that answer), each Yes row's
+    wording given to a No row."""
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        by_key.setdefault(question_key(row), []).append(i)
+    if len({row["answer"] for row in rows} & {YES, NO}) < 2:
         return rows
-    larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
-    larger.sort(key=lambda i: (rows[i]["prompt"], str(rows[i].get("question"))))  # so input order does not matter
-    dropped = set(rng.sample(larger, len(larger) - len(smaller)))
+    dropped: set[int] = set()
+    for key in sorted(by_key):
+        yes = [i for i in by_key[key] if rows[i]["answer"] == YES]
+        no = [i for i in by_key[key] if rows[i]["answer"] == NO]
+        for side in (yes, no):  # so input order does not matter
+            side.sort(key=lambda i: (rows[i]["prompt"], str(rows[i].get("question"))))
+        larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
+        dropped |= set(rng.sample(larger, len(larger) - len(smaller)))
+        paired_wordings(rows, [i for i in yes if i not in dropped], [i for i in no if i not in dropped], rng)
     return [r for i, r in enumerate(rows) if i not in dropped]
+
+
+def paired_wordings(rows: list[dict], yes: list[int], no: list[int], rng: random.Random) -> None:
+    """Pairs the Yes and No rows of one question at random and gives each No row its Yes row's wording: every
+    question text is then asked as often with Yes as with No."""
+    rng.shuffle(no)
+    for i, j in zip(yes, no):
+        rows[j]["question"] = rows[i]["question"]  # in place: the caller's copies, ordered by identity

@@ -32,12 +32,13 @@ from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
 from ao_calib.calibration.confidence_methods import (OUTCOMES, expected_mode_share, outcome_probabilities,
                                                      outcome_token_ids)
 from ao_calib.calibration.metrics import group_rate_rule
-from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_figures
+from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_figures, readability_table
 from ao_calib.calibration.probe import mean_vectors, probe_baseline, yes_labels
 from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import WARMUP, RunDir
 
-from .classification import TENSES
+from .classification_reading import asked_in, shipped_paraphrases
+from .rows import activation_id
 
 log = logging.getLogger(__name__)
 PROBE_FOLDS = 5
@@ -78,27 +79,33 @@ def outcome_distributions(model, tokenizer, rows: list[dict], completions: list[
     return out
 
 
-def mode_baseline(distributions: list[np.ndarray], labels: list[str], k: int) -> tuple[list[float], list[float]]:
-    """(the expected mode share of k samples, whether the modal outcome is the label) per row."""
-    shares = [expected_mode_share(p / p.sum(), k) for p in distributions]
-    correct = [float(OUTCOMES[int(np.argmax(p))] == yes_no(label)) for p, label in zip(distributions, labels)]
+def mode_baseline(distributions: list[np.ndarray], labels: list[str], k: int) -> tuple[list, list]:
+    """(the expected mode share of k samples, whether the modal outcome is the label) per row; None on a row whose
+    label is not yes/no (an open question: its outcomes are not yes, no and other)."""
+    yes_no_rows = [yes_no(label) is not None for label in labels]
+    shares = [expected_mode_share(p / p.sum(), k) if ok else None for p, ok in zip(distributions, yes_no_rows)]
+    correct = [float(OUTCOMES[int(np.argmax(p))] == yes_no(label)) if ok else None
+               for p, label, ok in zip(distributions, labels, yes_no_rows)]
     return shares, correct
 
 
 # --------------------------------------------------------------------------------------------------- probe
 
 def probe_key(row: dict) -> tuple[str, str, str]:
-    """The yes/no question a probe answers: the dataset, the question group and, where one group asks about each
-    class in turn (tense), the class the question names, so that one probe's label means one thing."""
-    question = row["question"].lower()
-    asked = next((t for t in TENSES if t in question), "") if row.get("dataset") == "tense" else ""
-    return row.get("dataset", row.get("kind", "")), str(row.get("question_group", row.get("kind", ""))), asked
+    """The yes/no question a probe answers: the dataset, the question group and the class the question asks about
+    (``asked``; on a row without it, read from a tense question's wording by ``asked_in``), so that one probe's
+    label means one thing."""
+    dataset = row.get("dataset", row.get("kind", ""))
+    asked = row.get("asked") or (asked_in(row["question"], shipped_paraphrases()["tense"]) if dataset == "tense"
+                                 else "")
+    return dataset, str(row.get("question_group", row.get("kind", ""))), asked
 
 
 def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], layers: list[int],
                         activation_id: Callable[[str], str], c: float, seed: int) -> tuple[list, list]:
-    """(confidence, correct) of the probe on each of ``rows`` (oracle rows: ``activation_id``, ``source_layer``,
-    ``answer``), read at the row's own layer; ``prior_answer`` where a group's training rows hold one class."""
+    """(confidence, correct) of the probe on each yes/no row of ``rows`` (oracle rows: ``activation_id``,
+    ``source_layer``, ``answer``), read at the row's own layer; ``prior_answer`` where a group's training rows hold
+    one class; None on the others."""
     confidence, correct = [None] * len(rows), [None] * len(rows)
     train_by_key: dict[tuple, list[dict]] = {}
     for row in train_rows:
@@ -109,7 +116,8 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
 
     groups: dict[tuple, list[int]] = {}
     for index, row in enumerate(rows):
-        groups.setdefault((probe_key(row), int(row["source_layer"])), []).append(index)
+        if yes_no(row["answer"] or "") is not None:  # a probe answers yes/no questions only
+            groups.setdefault((probe_key(row), int(row["source_layer"])), []).append(index)
     for (key, layer), indices in groups.items():
         if key in train_by_key:
             train = train_by_key[key]
@@ -130,6 +138,23 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
             for i, conf, hit in zip(test_indices, scores.confidence.tolist(), scores.correct.tolist()):
                 confidence[i], correct[i] = conf, hit
     return confidence, correct
+
+
+def probe_readability(built, model, tokenizer, c: float, seed: int) -> dict[str, float]:
+    """Per dataset, the accuracy on the validation rows of the probe fitted on the training rows
+    (``probe_baseline_rows``): how far the vectors the oracle reads hold each dataset's answers, linearly."""
+    rows = [r for r in built.validation_rows if yes_no(r["answer"] or "") is not None]
+    if not rows:
+        return {}
+    built.steering.store.update(built.extract({r["prompt"] for r in rows}, model, tokenizer))
+    rng = random.Random(seed + 1)  # the draws the Platt fit gives the same rows
+    oracle_rows = built.rows_of(rows, [built.draw(rng) for _ in rows])
+    _, correct = probe_baseline_rows(built.steering.store, built.train_rows, oracle_rows, built.layers,
+                                     activation_id, c, seed)
+    hits: dict[str, list[float]] = {}
+    for row, hit in zip(oracle_rows, correct):
+        hits.setdefault(row.get("dataset", row["kind"]), []).append(hit)
+    return {name: sum(h) / len(h) for name, h in hits.items()}
 
 
 def prior_answer(labels: np.ndarray, answer: str) -> tuple[float, float]:
@@ -201,10 +226,11 @@ def condition_rows(run_dir: RunDir, tag: str, conditions: tuple[str, ...]) -> li
     return rows
 
 
-def per_dataset(run_dir: RunDir, tag: str, conditions: tuple[str, ...]) -> dict | None:
+def per_dataset(run_dir: RunDir, tag: str, conditions: tuple[str, ...], probe: dict[str, float] | None = None
+                ) -> dict | None:
     """Every method's figures per dataset and pooled (``dataset_figures``) over the tag's predictions files of every
-    condition, printed as ``figures_table``, with a reliability diagram per pooled group; None when the rows carry
-    no ``dataset``."""
+    condition, printed as ``readability_table`` (with the ``probe``'s validation accuracy per dataset, when given)
+    and ``figures_table``, with a reliability diagram per pooled group; None when the rows carry no ``dataset``."""
     from ao_calib.reporting.plot import plot_pooled_reliability
 
     rows = condition_rows(run_dir, tag, conditions)
@@ -213,7 +239,9 @@ def per_dataset(run_dir: RunDir, tag: str, conditions: tuple[str, ...]) -> dict 
     for row in rows:
         row.setdefault("in_distribution", True)
     figures = dataset_figures(rows)
-    print(f"[eval:{tag}] every confidence method per dataset (per_dataset in {run_dir.eval_report(tag).name})\n"
+    print(f"[eval:{tag}] where the oracle reads, and whether its number knows it (per dataset; probe: a linear "
+          f"probe's validation accuracy)\n{readability_table(figures, probe)}\n"
+          f"[eval:{tag}] every confidence method per dataset (per_dataset in {run_dir.eval_report(tag).name})\n"
           f"{figures_table(figures)}", flush=True)
     plot_pooled_reliability(rows, run_dir.path, tag)
     return figures

@@ -48,7 +48,7 @@ class OracleClassificationDataConfig(Checked):
                             "train/validation/test per in-distribution dataset (split by statement), and the Engels "
                             "probes as out-of-distribution test rows.")
     data_dir: Optional[str] = setting(None, "The folder of classification files (laid out as data/ao_classification)"
-                                      "; null: the copy shipped with the clone.")
+                                      "; null: the copy shipped with ao_calib.")
     datasets: list[str] = setting(["geometry_of_truth", "relations", "tense", "singular_plural"],
                                   "The in-distribution datasets: trained on, and scored on their test split.")
     ood: bool = setting(True, "Also score every Engels probe of data_dir, as out-of-distribution test rows.")
@@ -62,6 +62,9 @@ class OracleClassificationDataConfig(Checked):
                                 allowed=at_least(1))
     n_test: int = setting(100, "At most this many test rows per in-distribution dataset.", allowed=at_least(1))
     n_ood: int = setting(100, "At most this many test rows per Engels probe.", allowed=at_least(1))
+    open_rows: bool = setting(True, "Also ask each validation and test statement its dataset's open question "
+                              "(tense: past, present or future?), answered by its class and scored by exact class, "
+                              "beside its yes/no row.")
     seed: Optional[int] = setting(None, "Seed of the paraphrases, the split and the caps; null: trainer.seed.")
 
     def __post_init__(self):

@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
+
+import datasets
 
 from ao_calib.calibration import format_epistemic_status
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.judges.label import yes_no
 
 from .baselines import ANSWERS
+from .classification_catalog import OPEN_FORM
 from .prompt import oracle_messages
 from .steering import pair_controls
 
 # activation ids of the training rows that inject random vectors (task.rl_rows / task.warmup_rows.none_fraction)
 NONE_ID_PREFIX = "none:"
+# what a classification row says of its statement and question, kept on its oracle row (controls, open questions,
+# the probe's key, the per-dataset figures)
+STATEMENT_KEYS = ("dataset", "in_distribution", "question_group", "label", "asked", "open_question", "subset",
+                  "question_form")
 
 Draw = tuple[int, int]  # a row's source layer and the confidence of its warm-up target
 
@@ -26,12 +34,29 @@ def activation_id(prompt: str) -> str:
 
 def checked_against_reference(row: dict) -> bool:
     """The oracle's scoring rule. A row whose reference answer is yes/no is checked against it: correct when the
-    answer after the tag opens with the same yes/no (``yes_no``), wrong otherwise (another word, no answer). Any
-    other row is scored by the judge's informativeness (correct at ``CORRECT_AT`` and above): one without a
-    reference (WildChat, ``task.data.withhold_answers``) and one whose reference is open (a fact such as
-    "positive"), whose answers are never compared as text: two answers that are neither yes nor no are not thereby
-    the same answer."""
-    return row["answer"] is not None and yes_no(row["answer"]) is not None
+    answer after the tag opens with the same yes/no (``yes_no``), wrong otherwise (another word, no answer); so is
+    a classification statement's open question (``question_form`` "open"), whose answer is one of its dataset's
+    classes (``names_class``). Any other row is scored by the judge's informativeness (correct at ``CORRECT_AT``
+    and above): one without a reference (WildChat, ``task.data.withhold_answers``) and one whose reference is an
+    open fact (such as "positive"), whose answers are never compared as text: two answers that are neither yes nor
+    no are not thereby the same answer."""
+    return row["answer"] is not None and (yes_no(row["answer"]) is not None or is_open_class(row))
+
+
+def is_open_class(row: dict) -> bool:
+    """A classification statement's open question, answered by its class (``classification_source.open_rows``)."""
+    return row.get("question_form") == OPEN_FORM
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w'-]+", text.lower())
+
+
+def names_class(answer: str, reference: str) -> bool:
+    """Whether an open answer names the reference class: its words (lower-cased, punctuation dropped) start with
+    the class's, so "Past." and "past tense" name "past", while "not politics" does not name "politics"."""
+    expected = _words(reference)
+    return bool(expected) and _words(answer)[: len(expected)] == expected
 
 
 def answers_drawn_from(row: dict, unreadable: bool) -> list[str]:
@@ -68,7 +93,7 @@ def oracle_row(row: dict, store: dict, row_draw: Draw, confidence_instruction: b
         "kind": row.get("kind", "labelled"),
         **({"readable": row["readable"]} if "readable" in row else {}),
         **({"fact": row["fact"]} if "fact" in row else {}),
-        **{key: row[key] for key in ("dataset", "in_distribution", "question_group") if key in row},
+        **{key: row[key] for key in STATEMENT_KEYS if key in row},
     }
 
 
@@ -95,6 +120,14 @@ def held_out_draws(rng: random.Random, new_draw, data_seed: int, train_rows: lis
     return [asked.get((r["prompt"], r["question"]))
             or new_draw(random.Random(f"test_path:{data_seed}:{r['prompt']}:{r['question']}"))
             for r in test_rows]
+
+
+def as_dataset(rows: list[dict]) -> datasets.Dataset:
+    """``rows`` as a ``datasets.Dataset`` with every key any row has, None where a row lacks it:
+    ``Dataset.from_list`` keeps only the first row's keys (a test split whose open rows come after its yes/no rows
+    would lose their ``question_form``)."""
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    return datasets.Dataset.from_list([{key: row.get(key) for key in keys} for row in rows])
 
 
 def wildchat_split(rows: list[dict], test_fraction: float) -> tuple[list[dict], list[dict]]:

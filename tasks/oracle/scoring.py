@@ -14,7 +14,7 @@ from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import calibration_figures
 
-from .rows import checked_against_reference
+from .rows import checked_against_reference, is_open_class, names_class
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,13 @@ def scores_held_out_rows(tag: str) -> bool:
 
 
 def score_one(completion: str, row: dict, rule: CalibrationConfig) -> dict[str, float]:
-    """One completion of a row with a yes/no reference answer, against it (``checked_against_reference``)."""
+    """One completion of a row with a yes/no reference answer, or a class (``checked_against_reference``), against
+    it."""
     if not checked_against_reference(row):
         raise ValueError(f"score_one: the reference {row['answer']!r} is not yes/no; such a row is judged")
     status = parse_epistemic_status(completion)
-    correct = float(yes_no(status.answer) == yes_no(row["answer"]))
+    correct = float(names_class(status.answer, row["answer"]) if is_open_class(row)
+                    else yes_no(status.answer) == yes_no(row["answer"]))
     return {
         "correct": correct,
         "confidence": status.confidence / 100 if status.parsed else None,  # null: no tag, counted as 0.5

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
 from ao_calib.core.errors import AOCalibError
 
+from .classification_catalog import OPEN_FORM
 from .config import OracleRLRowsConfig, OracleWarmupRowsConfig
 from .generate import NOT_STATED, open_question
 from .prompt import oracle_messages
@@ -108,12 +109,14 @@ def unstated(row: dict, switches: OracleWarmupRowsConfig) -> bool:
 
 def asked_openly(row: dict, rng: random.Random, switches: OracleWarmupRowsConfig, store: dict, phrasings: int,
                  confidence_instruction: bool) -> dict:
-    """``row`` (one with a known ``fact``) asked as an open question about its fact, in a wording drawn from
-    ``rng``: the same activations and layer, the answer the fact itself, or "not stated" where the prompt does
-    not state it and ``open_unstated`` asks for that."""
-    question = open_question(row["kind"], rng, phrasings)
+    """``row`` (one with a known ``fact``) asked as an open question about its fact: its own (a classification
+    statement's ``open_question``), or one of its kind's in a wording drawn from ``rng``; the same activations and
+    layer, the answer the fact itself, or "not stated" where the prompt does not state it and ``open_unstated``
+    asks for that."""
+    question = row.get("open_question") or open_question(row["kind"], rng, phrasings)
     num_vectors = len(store[row["activation_id"]][int(row["source_layer"])])
-    return {**row, "question": question, "answer": NOT_STATED if unstated(row, switches) else row["fact"],
+    form = {"question_form": OPEN_FORM} if row.get("open_question") else {}
+    return {**row, **form, "question": question, "answer": NOT_STATED if unstated(row, switches) else row["fact"],
             "prompt": oracle_messages(int(row["source_layer"]), num_vectors,
                                       question_text(question, confidence_instruction))}
 

@@ -32,17 +32,28 @@ def noise_like(vectors: torch.Tensor, key: str) -> torch.Tensor:
 
 
 def pair_controls(rows: list[dict], fallback: list[dict] = ()) -> list[dict]:
-    """Sets each row's ``control_activation_id``: another prompt of the same rows, by a cycle over the distinct
+    """Sets each row's ``control_activation_id``: another prompt of the same dataset (rows without one form one
+    dataset), of another class (``label``) where the dataset has one, taken by a cycle over the dataset's distinct
     prompts in an order keyed by their content hashes. The pairing depends only on which prompts the dataset holds,
     never on what else the activation store holds or in which order rows arrive, so every evaluation of a run (and
     every run on the same data) uses the same control pairs. A dataset with a single prompt cycles over it and the
-    ``fallback`` rows' prompts (the train split for a one-prompt test split); with none, it has no control (None)."""
-    ids = {row["activation_id"] for row in rows}
-    if len(ids) < 2:
-        ids |= {row["activation_id"] for row in fallback}
-    ids = sorted(ids, key=lambda aid: hashlib.sha1(f"control:{aid}".encode()).hexdigest())
-    partner = {aid: ids[(i + 1) % len(ids)] for i, aid in enumerate(ids)} if len(ids) > 1 else {}
-    return [{**row, "control_activation_id": partner.get(row["activation_id"])} for row in rows]
+    ``fallback`` rows' prompts of that dataset (the train split for a one-prompt test split); with none, it has no
+    control (None)."""
+    label: dict[str, object] = {}
+    for row in (*rows, *fallback):
+        label.setdefault(row["activation_id"], row.get("label"))
+    partner: dict[tuple, str] = {}
+    for dataset in {row.get("dataset") for row in rows}:
+        ids = {row["activation_id"] for row in rows if row.get("dataset") == dataset}
+        if len(ids) < 2:
+            ids |= {row["activation_id"] for row in fallback if row.get("dataset") == dataset}
+        ids = sorted(ids, key=lambda aid: hashlib.sha1(f"control:{aid}".encode()).hexdigest())
+        n = len(ids)
+        for i, aid in enumerate(ids if n > 1 else []):
+            after = (ids[(i + k) % n] for k in range(1, n))  # the cycle from the next prompt on
+            partner[dataset, aid] = next((o for o in after if label[o] != label[aid]), ids[(i + 1) % n])
+    return [{**row, "control_activation_id": partner.get((row.get("dataset"), row["activation_id"]))}
+            for row in rows]
 
 
 @dataclass

@@ -8,8 +8,6 @@ import logging
 import random
 from pathlib import Path
 
-import datasets
-
 from ao_calib.core.errors import AOCalibError
 from ao_calib.judges import JudgeContext, build_judge
 from ao_calib.rewards import RewardFn
@@ -25,6 +23,7 @@ from .format_warmup import format_targets
 from .held_out import load_held_out_rows
 from .prompt import JUDGE_PROMPT
 from .rewards import make_oracle_reward
+from .rows import as_dataset
 from .sources import SourceRows, check_judge_only_setup, source_rows
 from .suite import classification_suite
 
@@ -34,7 +33,8 @@ log = logging.getLogger(__name__)
 class OracleTask(Task):
     config_class = OracleTaskConfig
     headline_metric = "correct"
-    prediction_columns = ("question", "kind", "source_id", "readable", "dataset", "in_distribution")
+    prediction_columns = ("question", "kind", "source_id", "readable", "dataset", "in_distribution", "subset",
+                          "question_form", "label", "asked")
     injects_activations = True
 
     def __init__(self, config: OracleTaskConfig, context: TaskContext):
@@ -105,7 +105,7 @@ class OracleTask(Task):
         if not self.config.rl_rows.shapes_rows():
             return data
         rows = stage_rows.rl_rows(data.train.to_list(), self.config.rl_rows, data.steering.store, self.data_seed)
-        return data.with_train(datasets.Dataset.from_list(rows))
+        return data.with_train(as_dataset(rows))
 
     def warmup_data(self, stage, model, tokenizer, data: TaskData, run_dir: RunDir) -> TaskData:
         """The rows of the prompts ``task.rl_rows.reserved_prompts`` leaves to the warm-up (all when 0), and then
@@ -116,14 +116,14 @@ class OracleTask(Task):
         differ), of that answer alone (``judge``), or a draw from ``task.warmup_rows.confidences`` (``spread``).
         The targets are written to ``warmup_targets.jsonl`` in the run directory."""
         if self.config.rl_rows.reserved_prompts:
-            data = data.with_train(datasets.Dataset.from_list(stage_rows.prompts_of_stage(
+            data = data.with_train(as_dataset(stage_rows.prompts_of_stage(
                 data.train.to_list(), self.config.rl_rows.reserved_prompts, self.data_seed, rl=False)))
         if stage.name != "format":
             if not stage_rows.warmup_shapes_rows(self.config.warmup_rows):
                 return data
             rows = stage_rows.warmup_rows(data.train.to_list(), self.config.warmup_rows, data.steering.store,
                                           self.data_seed, lambda row, rng: self.asked_openly(row, rng, data))
-            return data.with_train(datasets.Dataset.from_list(rows))
+            return data.with_train(as_dataset(rows))
         from ao_calib.evaluation.generation import generate_completions
 
         rows = data.train.to_list()[: stage.num_questions or None]
@@ -135,7 +135,7 @@ class OracleTask(Task):
         targets = distributed.on_main(lambda: format_targets(stage, rows, raw, run_dir, self.judge_answers,
                                                              self.context.judge is not None,
                                                              self.config.warmup_rows.confidences))
-        return data.with_train(datasets.Dataset.from_list(targets))
+        return data.with_train(as_dataset(targets))
 
     def asked_openly(self, row: dict, rng: random.Random, data: TaskData) -> dict:
         """``row`` of ``data`` asked as an open question about its fact (``stage_rows.asked_openly``)."""
@@ -189,14 +189,19 @@ class OracleTask(Task):
                          dict(self.context.model.chat_template_kwargs), self.score)
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        from .confidence_baselines import per_dataset
+        from .confidence_baselines import per_dataset, probe_readability
 
         baselines = self.baselines()
         out = baselines.answer_probability(model, tokenizer, generate, run_dir, tag)
         if scoring.scores_held_out_rows(tag) and self.config.baselines_suite:
             suite = baselines.suite(model, tokenizer, run_dir, tag)
             out = {**out, "baselines": {**out.get("baselines", {}), **suite}}
-        figures = distributed.on_main(lambda: per_dataset(run_dir, tag, ("control", "none")))
+        probe = None
+        if scoring.scores_held_out_rows(tag) and self.config.data.classification.enabled:
+            probe = distributed.on_main(lambda: probe_readability(self.built, model, tokenizer,
+                                                                  self.config.baselines_probe_c, self.data_seed))
+            out["probe_validation_accuracy"] = probe
+        figures = distributed.on_main(lambda: per_dataset(run_dir, tag, ("control", "none"), probe))
         if figures is not None:
             out["per_dataset"] = figures
         if not self.config.classification.enabled:

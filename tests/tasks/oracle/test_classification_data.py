@@ -62,7 +62,7 @@ def test_file_rows_shape_prefix_and_balance(name):
     rows = load_classification(name, FIXTURES, n=10, seed=0)
     assert len(rows) == (5 if name == "ner" else 10)  # the ner fixture has only 5 sentences with entities
     for row in rows:
-        assert set(row) == {"dataset", "prompt", "question", "answer", "question_group"}
+        assert {"dataset", "prompt", "question", "answer", "question_group"} <= set(row)
         assert row["dataset"] == name and row["question_group"].split("/")[0] == name
         assert row["question"].startswith("Answer with 'Yes' or 'No' only. ")
         assert row["answer"] in ("Yes", "No")

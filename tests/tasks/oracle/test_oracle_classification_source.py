@@ -19,10 +19,11 @@ from ao_calib_tasks.oracle.classification import is_engels
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.files import read_jsonl
 
-CAPS = {"n_train": 8, "n_validation": 6, "n_test": 4, "n_ood": 3}
+CAPS = {"n_train": 8, "n_validation": 6, "n_test": 4, "n_ood": 4}
 SOURCE = ["task.data.classification.enabled=true", *(f"task.data.classification.{k}={v}" for k, v in CAPS.items())]
 SUITE = ("logprob", "mode", "warmup", "text_rule", "probe")  # logprob_platt too where the Platt fit was possible
 ANSWERING = ("mode", "warmup", "probe")
+OPEN_SUITE = ("warmup", "text_rule")  # what an open question's row carries
 
 
 def test_the_classification_source_gives_the_task_disjoint_capped_splits_with_their_dataset():
@@ -35,17 +36,26 @@ def test_the_classification_source_gives_the_task_disjoint_capped_splits_with_th
     assert not prompts["validation"] & prompts["test"]
     in_distribution = {"geometry_of_truth", "relations", "tense", "singular_plural"}
     for name, rows in splits.items():
-        counts = Counter(r["dataset"] for r in rows)
+        counts = Counter(r["dataset"] for r in rows if r.get("question_form") != "open")  # the caps count yes/no rows
         assert all(r["in_distribution"] == (not is_engels(r["dataset"])) and r["kind"] == r["dataset"] for r in rows)
         assert {d for d in counts if not is_engels(d)} == in_distribution, name
         cap = CAPS[f"n_{name}"]
         assert all(0 < n <= (cap if not is_engels(d) else CAPS["n_ood"]) for d, n in counts.items()), (name, counts)
+        # each held-out statement is also asked its open question, answered by its class; training rows carry it
+        opened = [r for r in rows if r.get("question_form") == "open"]
+        assert sorted(r["prompt"] for r in opened) == sorted({r["prompt"] for r in rows if name != "train"})
+        assert all(r["answer"] == r["fact"] and r["question"] == r["open_question"] for r in opened)
+        assert all(r["fact"] and r["open_question"] for r in rows)
     assert {d for d in Counter(r["dataset"] for r in test) if is_engels(d)} == {
         "engels_headline_istrump", "engels_hist_fig_ismale", "engels_news_class_politics",
         "engels_wikidata_isjournalist"}
     assert not any(is_engels(r["dataset"]) for r in train + source.validation)
-    # every in-distribution question is asked in one of its paraphrases, not always the first
-    assert len({r["question"] for r in train if r["dataset"] == "tense"}) > 3
+    # every in-distribution question is asked in one of its paraphrases, not always the first, each wording with
+    # as many Yes as No rows in every split
+    assert len({r["question"] for r in train if r["dataset"] in ("geometry_of_truth", "relations")}) > 3
+    for rows in (train, source.validation, test):
+        answers = Counter((r["dataset"], r["question"], r["answer"]) for r in rows if r["answer"] in ("Yes", "No"))
+        assert all(answers[d, q, "Yes"] == answers[d, q, "No"] for d, q, _ in answers)
 
 
 def test_bad_classification_settings_are_refused_naming_the_key():
@@ -78,9 +88,12 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
     from ao_calib.config.compose import load_run_config
 
     assert len(own) == len(build_task(load_run_config(out / "config.yaml")).source_rows().test)  # every test row
-    for row in own:
-        assert set(row["baselines"]) == expected and all(0 <= v <= 1 for v in row["baselines"].values())
-        assert set(row["baseline_correct"]) == set(ANSWERING)
+    for row in own:  # an open question (answered by a class) has no yes/no probability, mode or probe
+        opened = row.get("question_form") == "open"
+        assert set(row["baselines"]) == (expected & set(OPEN_SUITE) if opened else expected)
+        assert all(0 <= v <= 1 for v in row["baselines"].values())
+        assert set(row["baseline_correct"]) == (set(ANSWERING) & set(OPEN_SUITE) if opened else set(ANSWERING))
+    assert {r.get("question_form") for r in own} == {None, "open"}
     assert all(isinstance(r["dataset"], str) and r["in_distribution"] == (not is_engels(r["dataset"])) for r in rows)
     assert {"mode", "warmup", "text_rule", "probe"} <= final["baselines"].keys()
     # eval.json's per-dataset figures are those the written rows give
@@ -122,7 +135,8 @@ def test_an_engels_file_is_scored_through_test_path_with_its_dataset(classificat
     assert report["per_dataset"]["ood_datasets"] == ["engels_hist_fig_ismale"]
     assert {"mode", "text_rule", "probe"} <= report["baselines"].keys()
     assert all({"mode", "text_rule", "probe"} <= r["baselines"].keys() for r in scored)
-    assert f"1 of the {len(validation)} validation rows are among the rows scored" in caplog.text
+    yes_no = [r for r in validation if r["answer"] in ("Yes", "No")]  # the Platt fit's rows
+    assert f"1 of the {len(yes_no)} validation rows are among the rows scored" in caplog.text
     if "logprob_platt" in report["baselines"]:  # fitted unless every validation answer was right (or wrong)
         assert report["baselines"]["logprob_platt"]["validation_rows_scored_too"] == 1
     # a malformed file is refused before any model loads, naming the file and the field
