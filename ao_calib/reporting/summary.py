@@ -113,15 +113,24 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
             + [(f"{tag} (extra {split})", extra) for tag, (_, _, (extra, split)) in ordered if extra])
 
 
-def _per_dataset_table(run_dir: RunDir) -> list[str]:
-    """The final evaluation's confidence methods per dataset (its ``per_dataset`` figures), where it has them."""
-    from ao_calib.calibration.per_dataset import figures_table
+def _per_dataset_table(run_dir: RunDir, table: ClosingTable) -> list[str]:
+    """The final evaluation's figures per dataset (its ``per_dataset``), where it has them: where the answers can be
+    read and whether the stated number knows it (``readability_table``, beside the probe's validation accuracy),
+    and with ``table`` full every confidence method's figures too."""
+    from ao_calib.calibration.per_dataset import figures_table, readability_table
 
     path = run_dir.eval_report()
-    figures = (read_json(path) or {}).get("per_dataset") if path.is_file() else None
-    figures = nulls_as_nan(figures) if figures else None  # an undefined figure reads n/a, not - (missing)
-    return ["", " every confidence method per dataset (final evaluation):", figures_table(figures), ""] if figures \
-        else []
+    report = (read_json(path) or {}) if path.is_file() else {}
+    figures = report.get("per_dataset")
+    if not figures:
+        return []
+    figures = nulls_as_nan(figures)  # an undefined figure reads n/a, not - (missing)
+    lines = ["", " per dataset (final evaluation; probe: a linear probe's validation accuracy, text-only: the best "
+             "rule reading the question alone):", readability_table(figures, report.get("probe_validation_accuracy")),
+             ""]
+    if table == ClosingTable.full:
+        lines += [" every confidence method per dataset (final evaluation):", figures_table(figures), ""]
+    return lines
 
 
 def print_final_screen(summary: dict, table: ClosingTable = ClosingTable.headline) -> None:
@@ -143,7 +152,7 @@ def print_final_screen(summary: dict, table: ClosingTable = ClosingTable.headlin
     rows = evaluation_rows(RunDir(summary["run_dir"]))
     if rows:
         lines += ["", *evaluation_table(rows, table), ""]
-    lines += _per_dataset_table(RunDir(summary["run_dir"]))
+    lines += _per_dataset_table(RunDir(summary["run_dir"]), table)
     lines += [f" run directory: {summary['run_dir']}",
               f" curves: {command('plot')} {summary['run_dir']}", "=" * 72]
     print("\n".join(lines), flush=True)

@@ -107,7 +107,10 @@ def test_every_own_row_carries_every_baseline_and_the_figures_are_those_of_the_r
         assert row["baselines"]["warmup"] == (0.5 if stated["confidence"] is None else stated["confidence"])
         assert row["baseline_correct"]["warmup"] == stated["correct"]
     closing = stdout[stdout.rindex("=" * 72, 0, stdout.rindex("=" * 72)):]
-    assert "every confidence method per dataset" in closing and "| pooled OOD (4 sets) | probe |" in closing
+    # the closing block: where it reads, per dataset; every method's figures in the evaluation's own output
+    assert "per dataset (final evaluation" in closing and "| pooled OOD | " in closing
+    assert "| tense | " in closing.split("per dataset (final evaluation")[1]
+    assert "| pooled OOD (4 sets) | probe |" in stdout
     for group in ("in_distribution", "out_of_distribution"):
         assert (out / f"reliability_final_{group}.png").read_bytes()[:4] == b"\x89PNG"
 
