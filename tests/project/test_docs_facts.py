@@ -140,3 +140,47 @@ def test_the_sites_navigation_lists_every_docs_page_and_nothing_else():
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
     assert sorted(listed) == pages
     assert {"results.md", "reference/settings.md", "presets.md"} <= set(listed)
+    assert listed[:2] == ["index.md", "getting-started.md"]  # a newcomer's first two pages
+
+
+def closing_table_block(text: str) -> str:
+    """The fenced ``text`` block that holds a closing table (its header row starts with ``evaluation``)."""
+    blocks = re.findall(r"^```text\n(.*?)^```", text, re.S | re.M)
+    return next(block for block in blocks if re.search(r"^ evaluation\s+acc", block, re.M))
+
+
+def test_getting_started_quotes_the_readmes_quickstart_table_and_its_machine():
+    readme = section(README.read_text(), "Quickstart")
+    page = (DOCS / "getting-started.md").read_text()
+    assert closing_table_block(page) == closing_table_block(readme)
+    page, readme = " ".join(page.split()), " ".join(readme.split())  # the same words, wrapped anyhow
+    machine = r"On the default seed, on .+?, it printed:"  # the machine the table was printed on
+    assert re.search(machine, page).group(0) == re.search(machine, readme).group(0)
+    smoke = r"python -m ao_calib\.run experiment=quickstart warmup\.max_steps=[^`]*"
+    assert re.search(smoke, page).group(0).strip() == re.search(smoke, readme).group(0).strip()
+
+
+IMAGE = re.compile(r"!\[.*?\]\(([^)\s]+)\)")
+
+
+def test_every_figure_on_the_site_exists_and_says_the_command_that_made_it():
+    """Each image a page shows is a file under docs/, with a command (``python ...``) in the paragraph before or
+    after it; every file under docs/img/ is shown somewhere, and each script there is named on the page that shows
+    what it draws."""
+    shown: set[Path] = set()
+    for page in sorted(DOCS.rglob("*.md")):
+        blocks = re.split(r"\n\s*\n", page.read_text())
+        for i, block in enumerate(blocks):
+            for target in IMAGE.findall(block):
+                path = (page.parent / target).resolve()
+                assert path.is_file(), f"{page.relative_to(DOCS)} shows {target}, which is not there"
+                shown.add(path)
+                around = " ".join(blocks[max(i - 1, 0): i + 2])
+                assert re.search(r"`[^`]*python[^`]*`", around), (
+                    f"{page.relative_to(DOCS)}: no command beside the figure {target}")
+    img = DOCS / "img"
+    figures = {p.resolve() for p in img.iterdir() if p.suffix != ".py"}
+    assert figures - shown == set(), f"figures no page shows: {sorted(p.name for p in figures - shown)}"
+    text = "\n".join(p.read_text() for p in DOCS.rglob("*.md"))
+    for script in img.glob("*.py"):
+        assert f"python docs/img/{script.name}" in text, f"no page says how to run docs/img/{script.name}"
