@@ -11,13 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ao_calib.core.io import write_jsonl
-from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
 
 from .build import OracleBuild
 from .config import OracleTaskConfig
-from .rows import activation_id
+from .rows import activation_id, asks_yes_no
 from .scoring import scores_held_out_rows
 
 log = logging.getLogger(__name__)
@@ -68,7 +67,7 @@ class Baselines:
         # a statement the evaluation scores (a held-out file may hold validation rows) is never fitted on
         scored = {r["activation_id"] for r in built.test_rows}
         # (a yes/no answer's probability: a row whose answer is a class has none)
-        fit_rows = [r for r in built.validation_rows if yes_no(r["answer"] or "") is not None]
+        fit_rows = [r for r in built.validation_rows if asks_yes_no(r)]
         total = len(fit_rows)
         fit_rows = [r for r in fit_rows if activation_id(r["prompt"]) not in scored]
         scored_too = total - len(fit_rows)
@@ -134,7 +133,7 @@ class Baselines:
             log.warning("baselines.%s: skipped: the predictions rows of %s are not the rows this evaluation drew",
                         name, path)
             return None
-        asked = [i for i, row in enumerate(rows) if yes_no(row["answer"] or "") is not None]
+        asked = [i for i, row in enumerate(rows) if asks_yes_no(row)]
         found = own_answer_probabilities(model, tokenizer, [rows[i] for i in asked],
                                          [records[i]["completion"] for i in asked], self.built.steering,
                                          chat_template_kwargs=dict(self.chat_template_kwargs))

@@ -38,7 +38,7 @@ from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import WARMUP, RunDir
 
 from .classification_reading import asked_in, shipped_paraphrases
-from .rows import activation_id
+from .rows import activation_id, asks_yes_no
 
 log = logging.getLogger(__name__)
 PROBE_FOLDS = 5
@@ -116,7 +116,7 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
 
     groups: dict[tuple, list[int]] = {}
     for index, row in enumerate(rows):
-        if yes_no(row["answer"] or "") is not None:  # a probe answers yes/no questions only
+        if asks_yes_no(row):  # a probe answers yes/no questions only
             groups.setdefault((probe_key(row), int(row["source_layer"])), []).append(index)
     for (key, layer), indices in groups.items():
         if key in train_by_key:
@@ -143,11 +143,11 @@ def probe_baseline_rows(store: dict, train_rows: list[dict], rows: list[dict], l
 def probe_readability(built, model, tokenizer, c: float, seed: int) -> dict[str, float]:
     """Per dataset, the accuracy on the validation rows of the probe fitted on the training rows
     (``probe_baseline_rows``): how far the vectors the oracle reads hold each dataset's answers, linearly."""
-    rows = [r for r in built.validation_rows if yes_no(r["answer"] or "") is not None]
+    rows = [r for r in built.validation_rows if asks_yes_no(r)]
     if not rows:
         return {}
     built.steering.store.update(built.extract({r["prompt"] for r in rows}, model, tokenizer))
-    rng = random.Random(seed + 1)  # the draws the Platt fit gives the same rows
+    rng = random.Random(seed + 1)
     oracle_rows = built.rows_of(rows, [built.draw(rng) for _ in rows])
     _, correct = probe_baseline_rows(built.steering.store, built.train_rows, oracle_rows, built.layers,
                                      activation_id, c, seed)

@@ -43,6 +43,12 @@ def checked_against_reference(row: dict) -> bool:
     return row["answer"] is not None and (yes_no(row["answer"]) is not None or is_open_class(row))
 
 
+def asks_yes_no(row: dict) -> bool:
+    """A row whose reference answer is yes/no: the one kind the yes/no baselines (answer probability, mode, probe)
+    can be read on."""
+    return yes_no(row["answer"] or "") is not None
+
+
 def is_open_class(row: dict) -> bool:
     """A classification statement's open question, answered by its class (``classification_source.open_rows``)."""
     return row.get("question_form") == OPEN_FORM
