@@ -87,7 +87,7 @@ class TaskContext:
         return cls(model=typed(cfg.model, ModelConfig), seed=int(cfg.trainer.seed),
                    cache_dir=str(cfg.paths.cache_dir), reward_names=names, stages=stages,
                    judge=None if judge is None or judge.get("_target_") is None else OmegaConf.to_object(judge),
-                   eval_seed=int(cfg.eval.get("seed", default_of(EvalConfig, "seed"))),  # a saved run may lack it
+                   eval_seed=typed(cfg.eval, EvalConfig).seed,  # a saved run's eval.* over the schema's defaults
                    lora_overrides=typed(cfg.trainer.lora, LoraOverrideConfig))
 
 

@@ -227,11 +227,12 @@ class PPOTrainer(AOGRPOTrainer):
         save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
                   str(Path(output_dir or self.args.output_dir) / VALUE_HEAD_FILE))
 
-    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
-        path = Path(resume_from_checkpoint) / VALUE_HEAD_FILE
+    def load_own_state(self, checkpoint: str) -> None:
+        """The critic saved beside a checkpoint's adapter (transformers loads the adapter; ``stage.load_checkpoint``
+        and a resumed stage call this)."""
+        path = Path(checkpoint) / VALUE_HEAD_FILE
         if not path.is_file():
-            log.warning("%s has no %s: the critic restarts from zero", resume_from_checkpoint, VALUE_HEAD_FILE)
+            log.warning("%s has no %s: the critic restarts from zero", checkpoint, VALUE_HEAD_FILE)
             return
         from safetensors.torch import load_file
 

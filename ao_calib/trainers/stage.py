@@ -127,7 +127,10 @@ def _train_or_load(plan: StagePlan, trainer, run: StageRun, metrics) -> None:
             load_checkpoint(trainer, plan.checkpoint)
             metrics.last.update(last_metrics_row(run.run_dir, plan.name))
         else:
-            trainer.train(resume_from_checkpoint=plan.checkpoint if plan.start == StageStart.resume else None)
+            resume = plan.checkpoint if plan.start == StageStart.resume else None
+            if resume:
+                load_own_state(trainer, resume)
+            trainer.train(resume_from_checkpoint=resume)
     finally:
         run.watch.training = False
 
@@ -136,6 +139,15 @@ def load_checkpoint(trainer, checkpoint: str) -> None:
     """A checkpoint's weights (the adapter; PPO's value head) into the trainer's model, without training on:
     transformers has no public call for it, so its private ``Trainer._load_from_checkpoint`` lives here only."""
     trainer._load_from_checkpoint(checkpoint)
+    load_own_state(trainer, checkpoint)
+
+
+def load_own_state(trainer, checkpoint: str) -> None:
+    """What a trainer of the project saves beside transformers' checkpoint (PPO's critic), by its public
+    ``load_own_state``; transformers' ``train(resume_from_checkpoint=...)`` restores the rest."""
+    own = getattr(trainer, "load_own_state", None)
+    if own is not None:
+        own(checkpoint)
 
 
 def _during_training(plan: StagePlan, run: StageRun) -> Callable[[str], dict]:

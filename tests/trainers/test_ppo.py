@@ -1,5 +1,6 @@
 """The PPO trainer: GAE and its helpers against hand computation, the config mapping, a toy task it must learn
-(with a falling value loss), the saved critic, and the frozen reference adapter."""
+(with a falling value loss), the saved critic (loaded with a finished stage and before a resumed one trains on),
+and the frozen reference adapter."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ao_calib.trainers.ppo import (
     gae,
     masked_whiten,
 )
-from ao_calib.trainers.stage import load_checkpoint
+from ao_calib.trainers.stage import MAIN, StagePlan, StageStart, _train_or_load, load_checkpoint
 
 GENERATION = generation_kwargs(PPOTrainerConfig())  # what the builder passes a PPO stage with default settings
 WORDS = ("river stone lamp cloud violin garden engine pepper window candle forest copper ticket harbor "
@@ -189,6 +190,47 @@ def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
     resumed = make_trainer(fresh, tmp_path / "b")
     load_checkpoint(resumed, str(saved.parent))  # what a resumed run does with a stage that had finished
     assert resumed.value_head.bias.item() == pytest.approx(trained_bias)
+
+
+def test_a_resumed_stage_has_its_critic_back_before_it_trains_on(tmp_path):
+    from types import SimpleNamespace
+
+    from safetensors.torch import load_file
+    from transformers import TrainerCallback
+
+    from ao_calib.runtime.interrupts import SignalWatch
+    from ao_calib.trainers.callbacks import MetricsFileCallback
+
+    cfg = compose_ppo(tmp_path, "trainer.batch_size=2", "trainer.ppo_epochs=1", "trainer.max_completion_length=4",
+                      "trainer.max_steps=2", "trainer.save_steps=1", "trainer.lr=1e-2")
+    model, tokenizer = tiny_policy(cfg)
+    dataset = Dataset.from_list([{"prompt": p} for p in prompts(8, seed=3)])
+
+    def length_reward(completions, completion_ids, **kwargs):
+        return [float(len(ids)) for ids in completion_ids]
+
+    class CriticAtStart(TrainerCallback):
+        bias = None
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            CriticAtStart.bias = model.ppo_value_head.bias.item()
+
+    def make_trainer(policy, out, callbacks=()):
+        return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer, **GENERATION,
+                          args=ppo_args(cfg, out, (1.0,)), train_dataset=dataset, callbacks=list(callbacks))
+
+    make_trainer(model, tmp_path / "a").train()
+    checkpoint = tmp_path / "a" / "checkpoints" / "checkpoint-1"
+    saved_bias = load_file(str(checkpoint / VALUE_HEAD_FILE))["bias"].item()
+    assert saved_bias != 0.0
+
+    fresh, _ = tiny_policy(cfg)
+    resumed = make_trainer(fresh, tmp_path / "b", [CriticAtStart()])
+    plan = StagePlan(MAIN, PPOTrainerConfig(), StageStart.resume, str(checkpoint), 1)
+    run = SimpleNamespace(watch=SignalWatch(), run_dir=RunDir(tmp_path / "b"))
+    _train_or_load(plan, resumed, run, MetricsFileCallback(RunDir(tmp_path / "b").metrics, stage=MAIN))
+    assert CriticAtStart.bias == pytest.approx(saved_bias)  # not the zero start
+    assert resumed.state.global_step == 2
 
 
 def test_reference_is_a_frozen_copy_of_the_starting_adapter(tmp_path):
