@@ -7,6 +7,7 @@ import ao_calib.config.help_text  # noqa: F401 -- registers ${ao_calib_groups:},
 import ao_calib.runtime.distributed  # noqa: F401 -- registers ${run_started:}, which names the run directory
 from ao_calib.config.checks import check_combinations
 from ao_calib.config.schema import Config, LoggerConfig, PathsConfig, RewardConfig
+from ao_calib.core.command_names import command
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.plugins import PLUGIN_GROUPS, PluginConfig, TaskConfig, plugin_class, register_plugin_schemas
 from ao_calib.core.settings import SettingError, check_tree
@@ -67,7 +68,7 @@ def validate_plugins(cfg, migrate: bool = False) -> None:
         except OmegaConfBaseException as exc:
             key = f"{group}.{exc.full_key}" if getattr(exc, "full_key", None) else group
             reason = str(exc).splitlines()[0]
-            raise AOCalibError(f"{key}: {reason} (schema {schema.__name__}; `python -m ao_calib.run --cfg job` "
+            raise AOCalibError(f"{key}: {reason} (schema {schema.__name__}; `{command('run')} --cfg job` "
                                "prints the config)") from None
         with open_dict(cfg):
             cfg[group] = typed

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ao_calib.core.command_names import command
 from ao_calib.core.settings import shown_default, shown_value
 from ao_calib.core.shipped import shipped_dir
 from ao_calib.core.spelling import closest
@@ -426,7 +427,7 @@ def topic_help(topic: str) -> tuple[str, int]:
     names = [s[0] for s in sections] + plain_groups + keys
     close = closest(topic, keys, names)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return (f"error: no setting or group named {topic!r}.{hint} (`python -m ao_calib.run --help` lists the "
+    return (f"error: no setting or group named {topic!r}.{hint} (`{command('run')} --help` lists the "
             "groups; `--help <group>` lists a group's keys)"), 2
 
 

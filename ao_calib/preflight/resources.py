@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from ao_calib.core.command_names import command
 from ao_calib.core.errors import AOCalibError, ResourceUnavailableError
 from ao_calib.core.plugins import plugin_class
 
@@ -26,12 +27,13 @@ def check_resources(cfg: DictConfig, hub_datasets, adapter: str | None) -> None:
     if missing:
         raise ResourceUnavailableError.lacking(
             f"this run (task={cfg.task.name} model={cfg.model.name} judge={cfg.judge.name})", missing,
-            OFFLINE_RECIPE_HINT if _recipe() else models.offline_hint())
+            offline_recipe_hint() if _recipe() else models.offline_hint())
 
 
-OFFLINE_RECIPE_HINT = ("The same recipe offline on this machine (a tiny model, a stand-in pretrained oracle, a judge "
-                       "server of your own): python -m ao_calib.run experiment=oracle_seed_tiny "
-                       "(docs/concepts/oracle.md, \"The pretrained oracle offline\")")
+def offline_recipe_hint() -> str:
+    return ("The same recipe offline on this machine (a tiny model, a stand-in pretrained oracle, a judge server of "
+            f"your own): {command('run')} experiment=oracle_seed_tiny (docs/concepts/oracle.md, \"The pretrained "
+            "oracle offline\")")
 
 
 def _recipe() -> str | None:

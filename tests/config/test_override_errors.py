@@ -69,3 +69,11 @@ def test_printing_the_config_of_a_run_the_checks_accept_prints_it():
     result = run_cli("ao_calib.run", "experiment=function_call_tiny", "logger=wandb", "--cfg", "job")
     assert_ok(result)
     assert yaml.safe_load(result.stdout)["logger"]["name"] == "wandb"
+
+
+def test_help_hints_name_the_command_the_user_typed():
+    script = run_cli("ao_calib.cli", "run", "--help", "no_such_key")
+    module = run_cli("ao_calib.run", "--help", "no_such_key")
+    assert script.returncode == module.returncode == 2
+    assert "`ao-calib run --help` lists the groups" in script.stdout + script.stderr
+    assert "`python -m ao_calib.run --help` lists the groups" in module.stdout + module.stderr
