@@ -1,0 +1,1 @@
+"""Tools a model calls during an episode: the Python sandbox (``sandbox``)."""
