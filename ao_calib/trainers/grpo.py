@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trl import GRPOConfig
 
+from ao_calib.core.errors import AOCalibError
 from ao_calib.trainers.base import AOGRPOTrainer
 from ao_calib.trainers.common import TrainerSetup, build_online_trainer, group_kwargs, sampling_kwargs, training_kwargs
 from ao_calib.trainers.config import GRPOTrainerConfig
@@ -14,6 +15,26 @@ class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):
     """AOGRPOTrainer that injects each row's activations in every pass."""
 
 
+def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
+    """TRL's tool loop for a task that gives tools, refused where a part of the project's GRPO would not see the
+    tool results' mask or would sample the later turns wrongly."""
+    if not setup.data.tools:
+        return {}
+    from ao_calib.tools.chat_format import check_transformers
+
+    check_transformers("the task's tools")
+    clashes = {"injected activations (a steered task)": setup.steering is not None,
+               "trainer.greedy_member=true (each later turn would count as its own group)": stage.greedy_member,
+               "trainer.shared_prefix=true": stage.shared_prefix,
+               "a confidence credit other than sequence (task.calibration.credit)": any(
+                   getattr(getattr(fn, "rule", None), "credit", "sequence") != "sequence"
+                   for fn in setup.reward_funcs())}
+    found = [name for name, on in clashes.items() if on]
+    if found:
+        raise AOCalibError(f"the task gives tools (multi-turn rollouts), which do not combine with {', '.join(found)}")
+    return {"tools": list(setup.data.tools)}
+
+
 def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str = "train") -> GRPOConfig:
     return GRPOConfig(
         **training_kwargs(setup, t, stage_name),
@@ -21,14 +42,16 @@ def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str
         **group_kwargs(setup, t),
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
+        max_tool_calling_iterations=t.max_tool_calls,
     )
 
 
 def build_grpo_trainer(setup: TrainerSetup, stage: GRPOTrainerConfig, stage_name: str,
                      callbacks: list) -> AOGRPOTrainer:
     args = build_grpo_config(setup, stage, stage_name)
+    tools = tool_kwargs(setup, stage)
     if setup.steering is None:
         return build_online_trainer(AOGRPOTrainer, setup, stage, args, callbacks, shared_prefix=stage.shared_prefix,
-                                    greedy_member=stage.greedy_member)
+                                    greedy_member=stage.greedy_member, **tools)
     return build_online_trainer(SteeredGRPOTrainer, setup, stage, args, callbacks, steering=setup.steering,
                                 greedy_member=stage.greedy_member)
