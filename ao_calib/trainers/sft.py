@@ -4,6 +4,7 @@ activation steering, the injection is part of every training forward pass."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 from collections.abc import Collection
@@ -24,6 +25,11 @@ from ao_calib.trainers.config import CalibrationLossForm, ConfidenceLoss, SFTTra
 from ao_calib.trainers.steering import SteeringCollator
 
 log = logging.getLogger(__name__)
+
+
+# A row's whole episode after its prompt (assistant calls, tool results, the answer), as JSON text: Arrow would merge
+# the calls' differing argument dicts into one struct. Its assistant turns are the SFT target; its tool turns are not.
+TRAJECTORY = "completion_messages"
 
 
 def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:
@@ -47,11 +53,14 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     ``ao_calib.trainers.calibration_loss`` moves), and each row records where its number's first token and its
     answer are (``COLUMNS``; that token must be one of ``number_ids`` where given); with ``expected_over_draw``, a
     row that names the answers its label was drawn from (``answer_drawn_from``) also records each one's token where
-    the answer starts (``CHOICES``)."""
+    the answer starts (``CHOICES``). A row with ``TRAJECTORY`` (a whole episode) is the prompt and that episode, its
+    assistant turns in the loss."""
     suffix = end_of_turn(tokenizer, chat_template_kwargs)
     calibration = confidence_loss == "calibration"  # ConfidenceLoss is a str enum: its members equal their values
 
     def encode(row, index):
+        if row.get(TRAJECTORY):
+            return encode_trajectory(row)
         prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                **chat_template_kwargs)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
@@ -95,6 +104,19 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
                 encoded[calibration_loss.CHOICES] = [choice_token(text, answer[0], choice, index) for choice in choices]
         return encoded
 
+    def encode_trajectory(row):
+        """A whole episode (the model's calls, the tools' results, its answer): the model's turns in the loss (the
+        template's generation marks), the tools' results not."""
+        episode = json.loads(row[TRAJECTORY])
+        out = tokenizer.apply_chat_template(row["prompt"] + episode, tokenize=True, return_dict=True,
+                                            return_assistant_tokens_mask=True, **chat_template_kwargs)
+        ids, mask = out["input_ids"][:max_length], out["assistant_masks"][:max_length]
+        if not any(out["assistant_masks"]):
+            raise AOCalibError(f"{TRAJECTORY} rows train on the model's turns, which the chat template marks with "
+                               "{% generation %}: this tokenizer's template has no such marks (ao_calib.tools."
+                               "chat_format installs one that does)")
+        return {"input_ids": ids, "completion_mask": list(mask)}
+
     def choice_token(text: str, answer_at: int, choice: str, index: int) -> int:
         """The one token ``choice`` is where the row's answer starts, written in the answer's place."""
         answer = text[answer_at:]
@@ -110,8 +132,9 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
                                "warmup.calibration_expected_over_draw=false")
         return tokens[0]
 
-    if "completion" not in dataset.column_names:
-        raise AOCalibError("trainer=sft needs rows with a 'completion' (the target text); this task has none")
+    if "completion" not in dataset.column_names and TRAJECTORY not in dataset.column_names:
+        raise AOCalibError(f"trainer=sft needs rows with a 'completion' (the target text) or '{TRAJECTORY}' (a whole "
+                           "episode); this task has neither")
     # with expected_over_draw, one Arrow batch: a choices column empty in a whole first batch (the rows that carry
     # choices all at the end) would be typed null and refuse the later rows' token ids
     encoded = dataset.map(encode, with_indices=True, desc="tokenizing SFT pairs",
