@@ -25,6 +25,12 @@ from ao_calib.rewards import RewardFn
 from ao_calib.runs.run_dir import RunDir
 
 
+# The column of a row whose SFT target is a whole episode after its prompt (the model's calls, the tools' results, its
+# answer), as JSON text of the messages: Arrow would merge the calls' differing argument dicts into one struct. Its
+# assistant turns are trained on, its tool turns are not (ao_calib.trainers.sft).
+TRAJECTORY = "completion_messages"
+
+
 @dataclass
 class TaskData:
     """What ``build_data`` returns: train and held-out splits (rows carry ``prompt``, chat messages, and the

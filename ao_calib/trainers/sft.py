@@ -18,6 +18,7 @@ from ao_calib.calibration.contract import (confidence_span, first_digit_values, 
                                           parse_epistemic_status, tag_span)
 from ao_calib.core.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
+from ao_calib.task_api import TRAJECTORY
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,
                                       training_kwargs)
@@ -27,9 +28,6 @@ from ao_calib.trainers.steering import SteeringCollator
 log = logging.getLogger(__name__)
 
 
-# A row's whole episode after its prompt (assistant calls, tool results, the answer), as JSON text: Arrow would merge
-# the calls' differing argument dicts into one struct. Its assistant turns are the SFT target; its tool turns are not.
-TRAJECTORY = "completion_messages"
 
 
 def end_of_turn(tokenizer, chat_template_kwargs: dict) -> str:

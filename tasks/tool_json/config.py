@@ -50,6 +50,11 @@ class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
     data: ToolJsonDataConfig = setting(factory=ToolJsonDataConfig, help="Where the rows come from.")
+    episode: str = setting(
+        "single_turn", "single_turn: the model's first message is scored as written (a call is judged, never run). "
+        "multi_turn: its calls run during rollouts and evaluations (the calculator's bounded evaluator, Python in "
+        "the sandbox) and it answers after reading the results; trains with trainer=grpo, reward=tool_json_episode. "
+        "See docs/concepts/tools.md.", allowed=one_of("single_turn", "multi_turn"))
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .parsing import parse_output
-from .rewards import same_answer
+from .rewards import _rows, same_answer
 from .schema import TOOL_ARG_KEY, expected_arg, expected_tool
 from .tools import call_tool
 
@@ -72,3 +72,11 @@ def score_episode(messages: Sequence[Mapping[str, Any]] | str, row: Mapping[str,
         "turns": float(len(turns)),
         "valid_json": valid / len(turns) if turns else 0.0,
     }
+
+
+def episode_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """TRL's reward signature: each completion's episode (the messages after its prompt) scored against its row
+    (``score_episode``)."""
+    completions = list(completions)
+    rows = _rows(len(completions), kwargs)
+    return [score_episode(c, r)["episode_reward"] for c, r in zip(completions, rows, strict=True)]

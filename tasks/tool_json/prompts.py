@@ -27,6 +27,19 @@ Reply with exactly one JSON object and nothing else: no prose, no code fences. U
 {"tool": "python", "args": {"code": "<python program that prints the result>"}} to run code."""
 
 
+MULTI_TURN_SYSTEM_PROMPT = """\
+You are a helpful assistant that can use two tools:
+- calculator: evaluates one arithmetic expression with numbers, + - * / // % ** and parentheses \
+(no variables or functions), for example "(12.5 * 4) / 3".
+- python: runs a short Python program and returns what it prints.
+
+Reply with exactly one JSON object and nothing else: no prose, no code fences.
+{"tool": "calculator", "args": {"expression": "<arithmetic expression>"}} calls the calculator;
+{"tool": "python", "args": {"code": "<python program that prints the result>"}} runs code;
+the tool's result comes back in the next message. {"final": "<answer>"} gives your answer, directly when no tool is \
+needed, or after reading the tool's result."""
+
+
 def expected_output(row: Mapping[str, Any]) -> str:
     """The JSON the model should produce for ``row``: a direct answer or the expected tool call."""
     tool = expected_tool(row)
@@ -38,6 +51,8 @@ def expected_output(row: Mapping[str, Any]) -> str:
     return json.dumps({"tool": tool, "args": {TOOL_ARG_KEY[tool]: arg}}, ensure_ascii=False)
 
 
-def messages(row: Mapping[str, Any]) -> list[dict[str, str]]:
-    """``[system, user]`` chat messages for ``row``'s prompt."""
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["prompt"]}]
+def messages(row: Mapping[str, Any], multi_turn: bool = False) -> list[dict[str, str]]:
+    """``[system, user]`` chat messages for ``row``'s prompt (the system prompt of multi-turn episodes, where the
+    tools' results come back)."""
+    system = MULTI_TURN_SYSTEM_PROMPT if multi_turn else SYSTEM_PROMPT
+    return [{"role": "system", "content": system}, {"role": "user", "content": row["prompt"]}]

@@ -12,13 +12,16 @@ from ao_calib.calibration import parse_epistemic_status
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
-from ao_calib.task_api import Task, TaskData
+from ao_calib.task_api import TRAJECTORY, Task, TaskData
+from ao_calib.tools import chat_format
 
 from .config import ToolJsonTaskConfig
+from .episodes import episode_reward, trajectory
 from .generate import generate_three_splits
 from .data import load_rows
 from .prompts import expected_output, messages
 from .rewards import REWARD_FUNCTIONS, make_calibrated_args, score_completion
+from .tools import calculator, python
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,13 @@ class ToolJsonTask(Task):
     headline_metric = "args_reward"  # 1.0 when the call (or final answer) is semantically right
     calibrated_reward = "calibrated_args"  # reward=calibrated_tool_json
     reference_column = "completion"  # the expected JSON output
+
+    def __init__(self, config: ToolJsonTaskConfig, context):
+        super().__init__(config, context)
+        main = context.stages[-1] if context.stages else None
+        if config.episode == "multi_turn" and main not in (None, "grpo", "sft"):
+            raise AOCalibError(f"task.episode=multi_turn runs the model's tool calls inside GRPO's rollouts, and the "
+                               f"main stage is trainer={main}: use trainer=grpo (or trainer=sft)")
 
     def build_data(self, tokenizer, model=None) -> TaskData:
         data = self.config.data
@@ -40,7 +50,14 @@ class ToolJsonTask(Task):
         train, held_out = load_rows(train_path), load_rows(held_out_path)
         log.info("tool_json data: %d train rows (%s), %d %s rows (%s)", len(train), train_path, len(held_out),
                  data.eval_split, held_out_path)
-        return TaskData(train=self._dataset(train), test=self._dataset(held_out))
+        if not self.multi_turn:
+            return TaskData(train=self._dataset(train), test=self._dataset(held_out))
+        chat_format.install(tokenizer, chat_format.JSON_TOOL_CALL, "task.episode=multi_turn")
+        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=(calculator, python))
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.config.episode == "multi_turn"
 
     def _generated_files(self) -> tuple[Path, Path]:
         """(train file, the file of the split evaluations score), cached per generator setting."""
@@ -63,15 +80,17 @@ class ToolJsonTask(Task):
         suffix = self.config.confidence_instruction if self.calibrated else ""
         out = []
         for row in rows:
-            chat = messages(row)
+            chat = messages(row, self.multi_turn)
             chat[-1] = {**chat[-1], "content": chat[-1]["content"] + suffix}
             # tool_args is kept as JSON text: Arrow would merge {"expression"} and {"code"} into one struct.
             out.append({**row, "tool_args": json.dumps(row["tool_args"]), "prompt": chat,
-                        "completion": expected_output(row)})
+                        "completion": expected_output(row)}
+                       | ({TRAJECTORY: json.dumps(trajectory(row), ensure_ascii=False)} if self.multi_turn else {}))
         return datasets.Dataset.from_list(out)
 
     def reward_functions(self) -> dict[str, RewardFn]:
-        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.config.calibration)}
+        return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.config.calibration),
+                "episode_reward": episode_reward}
 
     def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
         return [self.score_one(c, r) for c, r in zip(completions, rows)]

@@ -14,7 +14,8 @@ from ao_calib.core.errors import AOCalibError
 from ao_calib.models import loading as models
 from ao_calib.models.config import ModelConfig
 from ao_calib.tools import chat_format
-from ao_calib.trainers.sft import TRAJECTORY, tokenize_pairs
+from ao_calib.task_api import TRAJECTORY
+from ao_calib.trainers.sft import tokenize_pairs
 
 PROMPT = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "What is 2+3?"}]
 EPISODE = [{"role": "assistant", "content": "", "tool_calls": [

@@ -1,0 +1,52 @@
+"""``task.episode=multi_turn`` of the JSON tool task: its rows carry the whole trajectory an SFT warm-up imitates and
+the multi-turn system prompt, its data gives GRPO the calculator and Python tools, the tokenizer parses the model's
+calls, the episode reward is offered, and a main stage that cannot run tools is refused before any model loads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ao_calib.config.compose import compose_run_config, typed
+from ao_calib.core.errors import AOCalibError
+from ao_calib.models import loading as models
+from ao_calib.models.config import ModelConfig
+from ao_calib.task_api import TRAJECTORY, build_task
+from tests.helpers.commands import run_cli
+
+MULTI = ["task=tool_json", "model=tiny_qwen3", "task.episode=multi_turn", "trainer=grpo",
+         "reward=tool_json_episode", "task.data.generate.n=30"]
+
+
+def test_multi_turn_rows_tools_and_parser(tmp_path):
+    cfg = compose_run_config([*MULTI, f"paths.cache_dir={tmp_path}"])
+    task = build_task(cfg)
+    settings = typed(cfg.model, ModelConfig)
+    tokenizer = models.load_tokenizer(models.model_source(settings, compose_run_config([]).paths.cache_dir), settings)
+    data = task.build_data(tokenizer)
+    assert [tool.__name__ for tool in data.tools] == ["calculator", "python"]
+    row = data.train[0]
+    assert "the tool's result comes back in the next message" in row["prompt"][0]["content"]
+    episode = json.loads(row[TRAJECTORY])
+    assert json.loads(episode[-1]["content"]) == {"final": row["expected_answer"]}
+    assert tokenizer.response_template is not None
+    assert set(task.reward_functions()) >= {"episode_reward"}
+    assert task.reward_functions()["episode_reward"]([episode], **{k: [row[k]] for k in
+                                                                   ("tool", "tool_args", "expected_answer")}) \
+        == [1.2 if row["tool"] else 1.0]
+
+
+def test_single_turn_rows_are_as_before(tmp_path):
+    cfg = compose_run_config(["task=tool_json", "model=tiny_qwen3", "task.data.generate.n=30",
+                              f"paths.cache_dir={tmp_path}"])
+    data = build_task(cfg).build_data(None)
+    assert not data.tools and TRAJECTORY not in data.train.column_names
+
+
+def test_a_main_stage_that_cannot_run_tools_is_refused_at_start_up(tmp_path):
+    cfg = compose_run_config([*MULTI, "trainer=ppo", "reward=tool_json"])
+    with pytest.raises(AOCalibError, match="task.episode=multi_turn .* trainer=ppo"):
+        build_task(cfg)
+    result = run_cli("ao_calib.run", *MULTI, "trainer=ppo", "reward=tool_json", f"paths.output_dir={tmp_path}")
+    assert result.returncode == 2 and "trainer=ppo" in result.stderr.splitlines()[-1]
