@@ -43,10 +43,10 @@ class TaskData:
     #: extra evaluation passes of a steered task: "control" (another prompt's activations), "none" (random
     #: vectors of the same norms); each writes its own predictions file
     conditions: tuple[str, ...] = ()
-    #: functions TRL's GRPO tool loop may call during a rollout, each a tool named by its ``__name__`` and
-    #: described by its type hints and docstring; the results go back as ``tool`` messages, out of the loss.
-    #: Empty: single-turn completions
-    tools: tuple = ()
+    #: an ``ao_calib.tools.Tools``: the functions the model may call in a multi-turn episode (GRPO's rollouts through
+    #: TRL's tool loop, and every evaluation), their results going back as ``tool`` messages, out of the loss.
+    #: None: single-turn completions
+    tools: Any = None
 
     def with_train(self, train) -> "TaskData":
         """The same data with other training rows (a warm-up's)."""

@@ -1,2 +1,18 @@
-"""Tools a model calls during an episode: the Python sandbox (``sandbox``) and how a call looks in the
-conversation TRL's tool loop reads (``chat_format``)."""
+"""Tools a model calls during an episode: what a task hands the run (``Tools``), the Python sandbox (``sandbox``),
+how a call looks in the conversation TRL's tool loop reads (``chat_format``) and evaluation's greedy episodes
+(``episodes``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tools:
+    """A task's tools for multi-turn episodes, in GRPO's rollouts (TRL's tool loop) and in evaluations alike."""
+
+    functions: tuple  # callables, each a tool named by its __name__ and described by its type hints and docstring
+    max_rounds: int  # rounds of calls an episode may make; a call after the last round is left unanswered
+
+    def by_name(self) -> dict:
+        return {fn.__name__: fn for fn in self.functions}

@@ -148,10 +148,6 @@ class GRPOTrainerConfig(GroupTrainerConfig):
         False, "The loss pass runs each distinct prompt of a micro-batch once and shares its KV cache with the "
         "prompt's completions (the same log-probs and gradients as TRL's pass): for long prompts, short completions. "
         "Not with gradient checkpointing, injected activations, FSDP, DeepSpeed. See docs/performance.md.")
-    max_tool_calls: int = setting(
-        4, "Rounds of tool calls a rollout may make before its last answer stands (TRL's "
-        "max_tool_calling_iterations); read only when the task gives tools. See docs/concepts/tools.md.",
-        allowed=at_least(1))
 
 
 @dataclass

@@ -32,7 +32,7 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     found = [name for name, on in clashes.items() if on]
     if found:
         raise AOCalibError(f"the task gives tools (multi-turn rollouts), which do not combine with {', '.join(found)}")
-    return {"tools": list(setup.data.tools)}
+    return {"tools": list(setup.data.tools.functions)}
 
 
 def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str = "train") -> GRPOConfig:
@@ -42,7 +42,7 @@ def build_grpo_config(setup: TrainerSetup, t: GRPOTrainerConfig, stage_name: str
         **group_kwargs(setup, t),
         loss_type=t.loss_type,
         scale_rewards=t.scale_rewards,
-        max_tool_calling_iterations=t.max_tool_calls,
+        max_tool_calling_iterations=setup.data.tools.max_rounds if setup.data and setup.data.tools else None,
     )
 
 

@@ -55,6 +55,10 @@ class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
         "multi_turn: its calls run during rollouts and evaluations (the calculator's bounded evaluator, Python in "
         "the sandbox) and it answers after reading the results; trains with trainer=grpo, reward=tool_json_episode. "
         "See docs/concepts/tools.md.", allowed=one_of("single_turn", "multi_turn"))
+    max_tool_calls: int = setting(
+        3, "Rounds of tool calls a multi-turn episode may make, in GRPO's rollouts (TRL's max_tool_calling_iterations) "
+        "and in evaluations; a call after the last round is left unanswered. One is needed per tool row.",
+        allowed=at_least(1))
 
     def __post_init__(self) -> None:
         super().__post_init__()

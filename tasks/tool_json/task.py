@@ -13,7 +13,7 @@ from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import TRAJECTORY, Task, TaskData
-from ao_calib.tools import chat_format
+from ao_calib.tools import Tools, chat_format
 
 from .config import ToolJsonTaskConfig
 from .episodes import episode_reward, trajectory
@@ -53,7 +53,7 @@ class ToolJsonTask(Task):
         if not self.multi_turn:
             return TaskData(train=self._dataset(train), test=self._dataset(held_out))
         chat_format.install(tokenizer, chat_format.JSON_TOOL_CALL, "task.episode=multi_turn")
-        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=(calculator, python))
+        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=Tools((calculator, python), self.config.max_tool_calls))
 
     @property
     def multi_turn(self) -> bool:

@@ -1,11 +1,13 @@
 """Tool calls inside GRPO rollouts, on TRL's own loop as the project's GRPO builder wires it
 (``ao_calib.trainers.grpo.tool_kwargs``): a scripted model (the tiny Qwen3 with LoRA, whose sampling follows a
 script; the loss pass is the real model's) calls the calculator, the tool runs and its result is in the next turn's
-input, the loop stops at ``trainer.max_tool_calls``, the tool result's tokens carry no loss, and the completion ids
+input, the loop stops at the task's bound (``Tools.max_rounds``), the tool result's tokens carry no loss, and the completion ids
 the loss reads are the ids sampled (the tool result's tokens between them), never re-tokenised. Settings that cannot
 see the tool mask are refused."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -18,7 +20,7 @@ from ao_calib.models.config import ModelConfig
 from ao_calib.rewards import RewardPhase, RewardSchedule
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import TaskData
-from ao_calib.tools import chat_format
+from ao_calib.tools import Tools, chat_format
 from ao_calib.trainers import TrainerSetup, build_trainer
 from ao_calib.trainers.config import GRPOTrainerConfig, PPOTrainerConfig
 
@@ -74,7 +76,7 @@ def setup(tmp_path):
     model = models.attach_lora(models.load_base_model(settings, source), settings)
     rows = Dataset.from_list([{"prompt": [{"role": "user", "content": f"What is 2+3? ({i})"}]} for i in range(2)])
     schedule = RewardSchedule(("answered",), (RewardPhase(None, (1.0,)),))
-    return TrainerSetup(settings, model, tokenizer, TaskData(rows, rows, tools=(calculator,)), RunDir(tmp_path),
+    return TrainerSetup(settings, model, tokenizer, TaskData(rows, rows, tools=Tools((calculator,), 4)), RunDir(tmp_path),
                         schedule, {"answered": answered})
 
 
@@ -130,7 +132,8 @@ def test_the_tool_runs_its_result_is_the_next_input_and_carries_no_loss(setup):
 def test_the_loop_stops_at_its_bound(setup):
     CALLS.clear()
     script = Script(setup.tokenizer, always_call=True)
-    seen = run_one_step(setup, script, stage(max_tool_calls=2))
+    setup = dataclasses.replace(setup, data=dataclasses.replace(setup.data, tools=Tools((calculator,), 2)))
+    seen = run_one_step(setup, script, stage())
     assert len(CALLS) == 4 * 2  # two rounds of calls run; the third turn's call is left unanswered
     assert len(script.sampled) == 4 * 3  # the first turn and a turn after each round, then the loop ends
     for ids, tool in completion_rows(seen):

@@ -25,7 +25,8 @@ def test_multi_turn_rows_tools_and_parser(tmp_path):
     settings = typed(cfg.model, ModelConfig)
     tokenizer = models.load_tokenizer(models.model_source(settings, compose_run_config([]).paths.cache_dir), settings)
     data = task.build_data(tokenizer)
-    assert [tool.__name__ for tool in data.tools] == ["calculator", "python"]
+    assert [tool.__name__ for tool in data.tools.functions] == ["calculator", "python"]
+    assert data.tools.max_rounds == 3
     row = data.train[0]
     assert "the tool's result comes back in the next message" in row["prompt"][0]["content"]
     episode = json.loads(row[TRAJECTORY])
