@@ -15,6 +15,7 @@ from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 from ao_calib.monitoring.wandb import log_evaluation
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
+from ao_calib.tools.episodes import final_text
 
 if TYPE_CHECKING:  # the task API imports evaluation's config: types only, no import at run time
     from ao_calib.task_api import Task, TaskData
@@ -60,8 +61,15 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         return task.revise_answers(generation_model, tokenizer, share, generated,
                                    chat_template_kwargs=chat_template_kwargs, max_new_tokens=max_new_tokens)
 
-    def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list[str]:
-        return distributed.map_split(lambda share: answers(share, condition, desc), rows)
+    def episodes(share: list[dict], condition: str, desc: str) -> list[list[dict]]:
+        from ao_calib.tools.episodes import play
+
+        return play(lambda asked: answers(asked, condition, desc), share, data.tools, tokenizer, chat_template_kwargs)
+
+    def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list:
+        """Each row's completion, or with the task's tools its whole episode (``ao_calib.tools.episodes``)."""
+        turn = answers if data.tools is None else episodes
+        return distributed.map_split(lambda share: turn(share, condition, desc), rows)
 
     rows = held_out_rows(data.test, num_samples, seed)
     report = {"tag": tag, "task": task.name, "num_samples": len(rows), "headline_metric": task.headline_metric,
@@ -117,14 +125,17 @@ def rows_of_records(rows: list[dict], records: list[dict], seed: int, keys: tupl
     return drawn if same else None
 
 
-def score_and_record(task: Task, rows: list[dict], completions: list[str], run_dir: RunDir, tag: str, variant: str,
+def score_and_record(task: Task, rows: list[dict], completions: list, run_dir: RunDir, tag: str, variant: str,
                      mismatches_printed: int, steered: bool = False) -> tuple[dict, dict | None]:
     """One variant's scores, metrics and predictions file (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics,
     confidence histogram or None); ``steered``: the rows carry the activation condition they were answered under.
+    A completion that is a multi-turn episode (a list of messages) is recorded whole as ``episode``, and its last
+    answer as ``completion``.
     A task's ``extra_evaluations`` scores another held-out set the same way, under a variant name of its own.
     Main process only."""
     name = tag if variant == "main" else f"{tag}_{variant}"
-    records = [{"prompt": row["prompt"][-1]["content"], "completion": completion,
+    records = [{"prompt": row["prompt"][-1]["content"], "completion": final_text(completion),
+                **({"episode": completion} if isinstance(completion, list) else {}),
                 "expected": str(row.get(task.reference_column, "")), "scores": scores,
                 **{column: row[column] for column in task.prediction_columns if row.get(column) is not None},
                 **({"condition": CONDITIONS.get(variant, variant)} if steered else {})}

@@ -80,3 +80,18 @@ def episode_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     completions = list(completions)
     rows = _rows(len(completions), kwargs)
     return [score_episode(c, r)["episode_reward"] for c, r in zip(completions, rows, strict=True)]
+
+
+def episode_rates(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """An evaluation's tool use: the call rate where a tool is and is not needed, and the share of calls that
+    failed (their result an error)."""
+    needed = [r["scores"]["called"] for r in records if r.get("tool_needed")]
+    not_needed = [r["scores"]["called"] for r in records if r.get("tool_needed") is False]
+    calls = sum(r["scores"]["tool_calls"] for r in records)
+    return {"call_rate_needed": sum(needed) / len(needed) if needed else float("nan"),
+            "call_rate_not_needed": sum(not_needed) / len(not_needed) if not_needed else float("nan"),
+            "tool_error_rate": sum(r["scores"]["tool_errors"] for r in records) / calls if calls else float("nan")}
+
+
+EPISODE_FIGURES = frozenset({"episode_reward", "answer_correct", "tool_calls", "tool_errors", "called", "right_call",
+                             "turns", "valid_json", "call_rate_needed", "call_rate_not_needed", "tool_error_rate"})

@@ -16,7 +16,7 @@ from ao_calib.task_api import TRAJECTORY, Task, TaskData
 from ao_calib.tools import Tools, chat_format
 
 from .config import ToolJsonTaskConfig
-from .episodes import episode_reward, trajectory
+from .episodes import EPISODE_FIGURES, episode_rates, episode_reward, score_episode, trajectory
 from .generate import generate_three_splits
 from .data import load_rows
 from .prompts import expected_output, messages
@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 
 class ToolJsonTask(Task):
     config_class = ToolJsonTaskConfig
-    headline_metric = "args_reward"  # 1.0 when the call (or final answer) is semantically right
     calibrated_reward = "calibrated_args"  # reward=calibrated_tool_json
+    prediction_columns = ("kind", "category", "tool_needed")
     reference_column = "completion"  # the expected JSON output
 
     def __init__(self, config: ToolJsonTaskConfig, context):
@@ -92,12 +92,27 @@ class ToolJsonTask(Task):
         return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.config.calibration),
                 "episode_reward": episode_reward}
 
-    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+    @property
+    def headline_metric(self) -> str:
+        """The answer is semantically right: the one message's call or answer (single turn), the episode's final
+        answer (multi turn)."""
+        return "answer_correct" if self.multi_turn else "args_reward"
+
+    def score(self, completions: list, rows: list[dict]) -> list[dict[str, float]]:
+        if self.multi_turn:
+            return [score_episode(c, r) for c, r in zip(completions, rows)]
         return [self.score_one(c, r) for c, r in zip(completions, rows)]
 
+    def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
+        metrics = super().aggregate(records, run_dir, tag)
+        if self.multi_turn:
+            metrics.update(episode_rates(records))
+        return metrics
+
     def metric_names(self) -> frozenset[str]:
-        # the figures score_completion adds beside the reward components
-        return super().metric_names() | {"total", "valid_json", "correct_format", "correct_tool"}
+        # the figures score_completion (single turn) or score_episode and episode_rates (multi turn) add
+        extra = EPISODE_FIGURES if self.multi_turn else {"total", "valid_json", "correct_format", "correct_tool"}
+        return super().metric_names() | extra
 
     def score_one(self, completion: str, row: dict) -> dict[str, float]:
         status = parse_epistemic_status(completion)

@@ -27,13 +27,13 @@ def calculator(expression: str) -> str:
     return format_number(value)
 
 
-def python(code: str, limits: SandboxLimits = SandboxLimits()) -> str:
+def python(code: str) -> str:
     """Runs a Python program in a sandbox and returns what it printed.
 
     Args:
         code: The program; print the answer.
     """
-    return run_python(code, limits).tool_result()
+    return run_python(code).tool_result()
 
 
 def call_tool(name: Any, args: Any, limits: SandboxLimits = SandboxLimits()) -> tuple[str, bool]:
@@ -43,5 +43,5 @@ def call_tool(name: Any, args: Any, limits: SandboxLimits = SandboxLimits()) -> 
     key = TOOL_ARG_KEY[name]
     if not isinstance(args, dict) or set(args) != {key} or not isinstance(args[key], str):
         return f"Error: {name} takes one argument, {{\"{key}\": <string>}}; got {args!r}"[:300], True
-    result = calculator(args[key]) if name == "calculator" else python(args[key], limits)
+    result = calculator(args[key]) if name == "calculator" else run_python(args[key], limits).tool_result()
     return result, result.startswith("Error:") or "\nError: " in result

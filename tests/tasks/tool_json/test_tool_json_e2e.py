@@ -107,3 +107,25 @@ def test_group_trainers_take_the_tool_json_task(trainer, tmp_path):
     assert any("rewards/args_reward/mean" in r for r in logged)
     samples = read_jsonl(tmp_path / "completions.jsonl")
     assert samples and {"format_reward", "tool_reward", "args_reward", "length_penalty"} == samples[0]["rewards"].keys()
+
+
+def test_multi_turn_episodes_from_warm_up_to_evaluation(tmp_path):
+    """task.episode=multi_turn on the tiny Qwen3: an SFT warm-up on whole trajectories, GRPO with the tools inside
+    its rollouts, and an evaluation of whole episodes, each prediction carrying its episode and the closing figures
+    the tool use (the untrained model calls nothing: the figures are counted, not good)."""
+    out = tmp_path / "multi"
+    assert_ok(run_cli("ao_calib.run", "task=tool_json", "model=tiny_qwen3", "task.episode=multi_turn",
+                      "trainer=grpo", "reward=tool_json_episode", "warmup=sft", "warmup.max_steps=2",
+                      "warmup.batch_size=2", "warmup.save_steps=2", "task.data.generate.n=40", "trainer.max_steps=1",
+                      "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=24",
+                      "trainer.save_steps=1", "eval.num_samples=4", "eval.max_new_tokens=24", "eval.initial=false",
+                      "eval.after_warmup=false", f"hydra.run.dir={out}"))
+    metrics = json.loads((out / "eval.json").read_text())
+    assert metrics["headline_metric"] == "answer_correct"
+    assert {"answer_correct", "episode_reward", "tool_calls", "call_rate_needed", "call_rate_not_needed",
+            "valid_json", "turns"} <= metrics["metrics"].keys()
+    predictions = read_jsonl(out / "eval_predictions.jsonl")
+    assert len(predictions) == 4 and all(p["episode"][0]["role"] == "assistant" for p in predictions)
+    assert all(p["completion"] == [m for m in p["episode"] if m["role"] == "assistant"][-1]["content"]
+               for p in predictions)
+    assert any(r.get("rewards/episode_reward/mean") is not None for r in read_jsonl(out / "metrics.jsonl"))

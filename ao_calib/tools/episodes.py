@@ -1,0 +1,68 @@
+"""Evaluation's multi-turn episodes: greedy turns, each read with the tokenizer's response parser (the one TRL's
+tool loop reads rollouts with, ``chat_format``), the calls run as TRL runs them (``tool(**arguments)``; an unknown
+tool or an exception becomes an error result), until the model answers without a call or the task's rounds are
+spent. Training never comes here: GRPO's rollouts are TRL's own loop, whose ids are never re-tokenised; an
+evaluation is scored on its text and may re-render it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ao_calib.tools import Tools
+
+
+def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict], tools: Tools, tokenizer,
+         chat_template_kwargs: dict) -> list[list[dict]]:
+    """Each row's episode after its prompt (assistant and tool messages). ``generate_turn(rows)`` answers rows
+    whose ``prompt`` is the conversation so far, one greedy message each."""
+    from ao_calib.evaluation.generation import chat_prompt_text
+
+    episodes: list[list[dict]] = [[] for _ in rows]
+    waiting = list(range(len(rows)))
+    for round_ in range(tools.max_rounds + 1):
+        if not waiting:
+            break
+        asked = [{**rows[i], "prompt": list(rows[i]["prompt"]) + episodes[i]} for i in waiting]
+        texts = generate_turn(asked)
+        still = []
+        for i, row, text in zip(waiting, asked, texts, strict=True):
+            message = parsed_turn(tokenizer, chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs), text)
+            episodes[i].append(message)
+            if message.get("tool_calls") and round_ < tools.max_rounds:
+                episodes[i] += [tool_result(call, tools) for call in message["tool_calls"]]
+                still.append(i)
+        waiting = still
+    return episodes
+
+
+def parsed_turn(tokenizer, prompt_text: str, text: str) -> dict:
+    """The model's message: its text as written (re-rendered as written in the next turn's prompt) and the calls
+    the response parser reads in it."""
+    try:
+        parsed = tokenizer.parse_response(text, prefix=prompt_text)
+    except (ValueError, TypeError):  # unparseable: the text alone, as TRL's parse_response falls back
+        parsed = {}
+    calls = parsed.get("tool_calls") if isinstance(parsed, dict) else None
+    return {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
+
+
+def tool_result(call: dict, tools: Tools) -> dict:
+    """A call's result message, as TRL's loop writes it (an error as ``{'error': ...}``)."""
+    function = call.get("function") or {}
+    name = function.get("name")
+    try:
+        tool = tools.by_name().get(name)
+        if tool is None or call.get("type") != "function":
+            raise ValueError(f"Tool {name} not found.")
+        result = tool(**function.get("arguments", {}))
+    except Exception as exc:  # noqa: BLE001 -- any failure of the model's call is its result, never the run's
+        result = {"error": str(exc)}
+    return {"role": "tool", "name": name, "content": str(result)}
+
+
+def final_text(episode: list[dict] | str) -> str:
+    """What an episode ended with: its last assistant message's text."""
+    if isinstance(episode, str):
+        return episode
+    said = [m.get("content") or "" for m in episode if m.get("role") == "assistant"]
+    return said[-1] if said else ""
