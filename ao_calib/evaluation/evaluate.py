@@ -15,16 +15,17 @@ from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 from ao_calib.monitoring.wandb import log_evaluation
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
-from ao_calib.tools.episodes import final_text
+from ao_calib.tools.episodes import SILENT_TOOLS, final_text
 
 if TYPE_CHECKING:  # the task API imports evaluation's config: types only, no import at run time
     from ao_calib.task_api import Task, TaskData
 
 log = logging.getLogger(__name__)
 
-# An evaluation variant of a steered task and the activations it injects (its ``condition``; the predictions file
-# of a variant carries its name as a suffix: ``_control``, ``_none``).
-CONDITIONS = {"main": "own", "control": "other", "none": "none"}
+# An evaluation variant and what its rows are answered under: a steered task's injected activations (its
+# ``condition``), or a tool task's tools returning nothing; a variant's predictions file carries its name as a suffix
+# (``_control``, ``_none``, ``_silent_tools``).
+CONDITIONS = {"main": "own", "control": "other", "none": "none", SILENT_TOOLS: SILENT_TOOLS}
 
 
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
@@ -64,7 +65,8 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     def episodes(share: list[dict], condition: str, desc: str) -> list[list[dict]]:
         from ao_calib.tools.episodes import play
 
-        return play(lambda asked: answers(asked, condition, desc), share, data.tools, tokenizer, chat_template_kwargs)
+        tools = data.tools.silenced() if condition == SILENT_TOOLS else data.tools
+        return play(lambda asked: answers(asked, "own", desc), share, tools, tokenizer, chat_template_kwargs)
 
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list:
         """Each row's completion, or with the task's tools its whole episode (``ao_calib.tools.episodes``)."""
@@ -138,7 +140,7 @@ def score_and_record(task: Task, rows: list[dict], completions: list, run_dir: R
                 **({"episode": completion} if isinstance(completion, list) else {}),
                 "expected": str(row.get(task.reference_column, "")), "scores": scores,
                 **{column: row[column] for column in task.prediction_columns if row.get(column) is not None},
-                **({"condition": CONDITIONS.get(variant, variant)} if steered else {})}
+                **({"condition": CONDITIONS.get(variant, variant)} if steered or variant != "main" else {})}
                for row, completion, scores in zip(rows, completions, task.score(completions, rows))]
     metrics = task.aggregate(records, run_dir, name)
     predictions = run_dir.predictions(tag, None if variant == "main" else variant)

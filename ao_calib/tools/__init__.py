@@ -16,3 +16,13 @@ class Tools:
 
     def by_name(self) -> dict:
         return {fn.__name__: fn for fn in self.functions}
+
+    def silenced(self) -> Tools:
+        """The same tools (names, schemas, bound) returning nothing: the control an evaluation scores beside the
+        real ones, so that what the results teach is told apart from what the calls alone do."""
+        import functools
+
+        def silent(fn):
+            return functools.wraps(fn)(lambda *args, **kwargs: "")
+
+        return Tools(tuple(silent(fn) for fn in self.functions), self.max_rounds)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 
 from ao_calib.tools import Tools
 
+SILENT_TOOLS = "silent_tools"  # an evaluation variant: the same episodes with tools that return nothing
+
 
 def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict], tools: Tools, tokenizer,
          chat_template_kwargs: dict) -> list[list[dict]]:

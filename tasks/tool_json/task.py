@@ -14,6 +14,7 @@ from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import TRAJECTORY, Task, TaskData
 from ao_calib.tools import Tools, chat_format
+from ao_calib.tools.episodes import SILENT_TOOLS
 
 from .config import ToolJsonTaskConfig
 from .episodes import EPISODE_FIGURES, episode_rates, episode_reward, score_episode, trajectory
@@ -53,7 +54,7 @@ class ToolJsonTask(Task):
         if not self.multi_turn:
             return TaskData(train=self._dataset(train), test=self._dataset(held_out))
         chat_format.install(tokenizer, chat_format.JSON_TOOL_CALL, "task.episode=multi_turn")
-        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=Tools((calculator, python), self.config.max_tool_calls))
+        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=Tools((calculator, python), self.config.max_tool_calls), conditions=(SILENT_TOOLS,))
 
     @property
     def multi_turn(self) -> bool:

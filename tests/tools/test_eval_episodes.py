@@ -78,3 +78,14 @@ def test_a_message_without_a_call_ends_the_episode_as_written(tokenizer):
         generate, _ = scripted(text)
         [episode] = play(generate, [ROW], Tools((calculator,), 3), tokenizer, {})
         assert episode == [{"role": "assistant", "content": text}]
+
+
+def test_silenced_tools_keep_their_names_and_schemas_and_return_nothing(tokenizer):
+    from transformers.utils import get_json_schema
+
+    tools = Tools((calculator,), 3)
+    silent = tools.silenced()
+    assert get_json_schema(silent.functions[0]) == get_json_schema(calculator)
+    generate, _ = scripted(CALL, '{"final": "5"}')
+    [episode] = play(generate, [ROW], silent, tokenizer, {})
+    assert episode[1] == {"role": "tool", "name": "calculator", "content": ""}

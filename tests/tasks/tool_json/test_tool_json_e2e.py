@@ -129,3 +129,7 @@ def test_multi_turn_episodes_from_warm_up_to_evaluation(tmp_path):
     assert all(p["completion"] == [m for m in p["episode"] if m["role"] == "assistant"][-1]["content"]
                for p in predictions)
     assert any(r.get("rewards/episode_reward/mean") is not None for r in read_jsonl(out / "metrics.jsonl"))
+    # the control: the same episodes with tools that return nothing
+    silent = read_jsonl(out / "eval_predictions_silent_tools.jsonl")
+    assert len(silent) == 4 and "silent_tools" in metrics["variants"]
+    assert all(m["content"] == "" for p in silent for m in p["episode"] if m["role"] == "tool")
