@@ -27,10 +27,21 @@ TABLE_COLUMNS = (
     ("selective_accuracy@80", "sel@80%", "accuracy of the most confident 80 %"),
     ("headroom", "headroom", "what a per-kind confidence could gain over the best constant"),
     ("parse_rate", "parsed", "answers read"),
+    ("silent_tools", "silent", "with tools that return nothing"),
+    ("right_call", "right call", "episodes with one call, to the right tool"),
+    ("call_rate_needed", "calls/need", "episodes that call a tool where one is needed"),
+    ("call_rate_not_needed", "calls/none", "... where none is needed"),
+    ("tool_calls", "calls", "calls per episode"),
+    ("tool_error_rate", "tool err", "calls whose result is an error"),
+    ("turns", "turns", "the model's turns per episode"),
+    ("valid_json", "JSON/turn", "the model's turns that are one JSON object"),
     ("empty_where_call_needed", "empty", "empty answers where a call was needed"),
 )
-# What eval.closing_table=headline shows: accuracy under each condition, ranking, calibration, parsing.
-HEADLINE = frozenset({"accuracy", "control", "none", "auroc", "auroc_within_question", "ece", "parse_rate"})
+# What eval.closing_table=headline shows: accuracy under each condition, ranking, calibration, parsing; a tool
+# task's use of its tools.
+HEADLINE = frozenset({"accuracy", "control", "none", "auroc", "auroc_within_question", "ece", "parse_rate",
+                      "silent_tools", "call_rate_needed", "call_rate_not_needed", "tool_calls", "tool_error_rate",
+                      "valid_json"})
 # Per-category columns a task reports under a prefix (function calling: BFCL's AST accuracy per category); shown in
 # both tables, as accuracy is.
 PER_CATEGORY_PREFIXES = (("ast_accuracy/", "AST ", "BFCL AST accuracy per category"),)

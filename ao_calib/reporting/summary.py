@@ -90,7 +90,7 @@ class RunSummary:
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
     variant's accuracy becomes ``control``, the ``none`` variant's accuracy, mean confidence and ECE ``none``,
-    ``none_mean_confidence`` and ``none_ece``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
+    ``none_mean_confidence`` and ``none_ece``, a tool task's ``silent_tools`` variant's accuracy ``silent_tools``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
     reports = {}
     for path in run_dir.path.glob("eval*.json"):
         report = read_json(path)
@@ -100,6 +100,9 @@ def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
             control, none = variants.get("control") or {}, variants.get("none") or {}
             if "accuracy" in control:
                 metrics["control"] = control["accuracy"]
+            silent = variants.get("silent_tools") or {}
+            if "accuracy" in silent:  # the same episodes with tools that return nothing
+                metrics["silent_tools"] = silent["accuracy"]
             if "accuracy" in none:  # random vectors in place of the activations: what no reading can beat
                 metrics["none"] = none["accuracy"]
                 metrics.update({f"none_{k}": none[k] for k in ("mean_confidence", "ece") if k in none})

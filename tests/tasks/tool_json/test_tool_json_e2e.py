@@ -114,12 +114,15 @@ def test_multi_turn_episodes_from_warm_up_to_evaluation(tmp_path):
     its rollouts, and an evaluation of whole episodes, each prediction carrying its episode and the closing figures
     the tool use (the untrained model calls nothing: the figures are counted, not good)."""
     out = tmp_path / "multi"
-    assert_ok(run_cli("ao_calib.run", "task=tool_json", "model=tiny_qwen3", "task.episode=multi_turn",
-                      "trainer=grpo", "reward=tool_json_episode", "warmup=sft", "warmup.max_steps=2",
-                      "warmup.batch_size=2", "warmup.save_steps=2", "task.data.generate.n=40", "trainer.max_steps=1",
-                      "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=24",
-                      "trainer.save_steps=1", "eval.num_samples=4", "eval.max_new_tokens=24", "eval.initial=false",
-                      "eval.after_warmup=false", f"hydra.run.dir={out}"))
+    result = run_cli("ao_calib.run", "task=tool_json", "model=tiny_qwen3", "task.episode=multi_turn",
+                     "trainer=grpo", "reward=tool_json_episode", "warmup=sft", "warmup.max_steps=2",
+                     "warmup.batch_size=2", "warmup.save_steps=2", "task.data.generate.n=40", "trainer.max_steps=1",
+                     "trainer.batch_size=2", "trainer.num_generations=2", "trainer.max_completion_length=24",
+                     "trainer.save_steps=1", "eval.num_samples=4", "eval.max_new_tokens=24", "eval.initial=false",
+                     "eval.after_warmup=false", f"hydra.run.dir={out}")
+    assert_ok(result)
+    closing = result.stdout[result.stdout.rindex("calls/need") - 200:]
+    assert all(head in closing for head in ("silent", "calls/none", "tool err", "JSON/turn"))
     metrics = json.loads((out / "eval.json").read_text())
     assert metrics["headline_metric"] == "answer_correct"
     assert {"answer_correct", "episode_reward", "tool_calls", "call_rate_needed", "call_rate_not_needed",
