@@ -348,7 +348,7 @@ def test_references_longer_than_the_generation_budget_are_counted_and_named(tiny
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("experiment", ["tool_json_smollm2", "function_call_smollm2"])
+@pytest.mark.parametrize("experiment", ["tool_json_smollm2", "tool_json_smollm2_multiturn", "function_call_smollm2"])
 def test_the_real_model_presets_budget_every_reference(experiment, smollm2_source):
     """The SmolLM2 presets generate enough tokens for every reference answer of their generated data (three
     seeds), in evaluation and in rollouts: no row is cut off whatever the model writes."""
