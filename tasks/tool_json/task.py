@@ -21,7 +21,7 @@ from .episodes import EPISODE_FIGURES, episode_rates, episode_reward, score_epis
 from .generate import generate_three_splits
 from .data import load_rows
 from .prompts import expected_output, messages
-from .rewards import REWARD_FUNCTIONS, make_calibrated_args, score_completion
+from .rewards import REWARD_FUNCTIONS, make_calibrated_args, same_answer, score_completion
 from .tools import calculator, python
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,9 @@ class ToolJsonTask(Task):
         if not self.multi_turn:
             return TaskData(train=self._dataset(train), test=self._dataset(held_out))
         chat_format.install(tokenizer, chat_format.JSON_TOOL_CALL, "task.episode=multi_turn")
-        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=Tools((calculator, python), self.config.max_tool_calls), conditions=(SILENT_TOOLS,))
+        tools = Tools((calculator, python), self.config.max_tool_calls)
+        return TaskData(train=self._dataset(train), test=self._dataset(held_out), tools=tools,
+                        conditions=(SILENT_TOOLS,))
 
     @property
     def multi_turn(self) -> bool:
@@ -79,14 +81,21 @@ class ToolJsonTask(Task):
 
     def _dataset(self, rows: list[dict]) -> datasets.Dataset:
         suffix = self.config.confidence_instruction if self.calibrated else ""
-        out = []
+        out, unreached = [], []
         for row in rows:
             chat = messages(row, self.multi_turn)
             chat[-1] = {**chat[-1], "content": chat[-1]["content"] + suffix}
             # tool_args is kept as JSON text: Arrow would merge {"expression"} and {"code"} into one struct.
+            episode = trajectory(row) if self.multi_turn else None
+            if episode and len(episode) > 1 and not same_answer(episode[1]["content"].strip(), row["expected_answer"]):
+                unreached.append(row.get("id"))
             out.append({**row, "tool_args": json.dumps(row["tool_args"]), "prompt": chat,
                         "completion": expected_output(row)}
-                       | ({TRAJECTORY: json.dumps(trajectory(row), ensure_ascii=False)} if self.multi_turn else {}))
+                       | ({TRAJECTORY: json.dumps(episode, ensure_ascii=False)} if episode else {}))
+        if unreached:  # the warm-up would teach an answer the tool's result does not give
+            log.warning("tool_json: %d of %d rows' expected call does not return their expected_answer when run "
+                        "(first: %s); their trajectories show the tool's real result", len(unreached), len(rows),
+                        ", ".join(map(str, unreached[:3])))
         return datasets.Dataset.from_list(out)
 
     def reward_functions(self) -> dict[str, RewardFn]:

@@ -51,3 +51,18 @@ def test_a_main_stage_that_cannot_run_tools_is_refused_at_start_up(tmp_path):
         build_task(cfg)
     result = run_cli("ao_calib.run", *MULTI, "trainer=ppo", "reward=tool_json", f"paths.output_dir={tmp_path}")
     assert result.returncode == 2 and "trainer=ppo" in result.stderr.splitlines()[-1]
+
+
+def test_a_row_whose_call_does_not_return_its_answer_is_named(tmp_path, caplog):
+    rows = [{"id": "ok", "source": "test", "category": "calculator", "tool_needed": True, "tool": "calculator",
+             "tool_args": {"expression": "2 + 3"}, "prompt": "2+3?", "expected_answer": "5"},
+            {"id": "off", "source": "test", "category": "calculator", "tool_needed": True, "tool": "calculator",
+             "tool_args": {"expression": "2 + 3"}, "prompt": "2+4?", "expected_answer": "6"}]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    cfg = compose_run_config([*MULTI, f"task.data.train_path={path}", f"task.data.test_path={path}"])
+    settings = typed(cfg.model, ModelConfig)
+    tokenizer = models.load_tokenizer(models.model_source(settings, compose_run_config([]).paths.cache_dir), settings)
+    with caplog.at_level("WARNING"):
+        build_task(cfg).build_data(tokenizer)
+    assert "1 of 2 rows' expected call does not return their expected_answer" in caplog.text and "off" in caplog.text
