@@ -198,6 +198,12 @@ def _build_parts(cfg: DictConfig, settings: RunSettings, run_dir: RunDir, summar
     if settings.eval.enabled and settings.eval.select_metric is not None:
         check_metric_name(settings.eval.select_metric, task)  # refused before the model loads
         final_task = build_task(on_split(cfg, "test"))
+    if task.gives_tools():
+        from ao_calib.tools import stage_clashes
+
+        if clashes := stage_clashes(trainer):
+            raise AOCalibError(f"task={task.name} runs tools inside its episodes, which do not combine with "
+                               + ", ".join(clashes))
     # What is built on disk (a stand-in adapter, a tiny model) is built once, by the main process.
     needs = distributed.on_main(lambda: task.requirements(need_adapter=not trainer.init_from))
     adapter = (distributed.on_main(lambda: models.resolve_init_adapter(trainer.init_from, model_settings))

@@ -134,6 +134,11 @@ class Task(ABC):
         evaluation scores the stated confidence (``confidence`` in each sample's scores)."""
         return self.calibrated_reward is not None and self.calibrated_reward in self.context.reward_names
 
+    def gives_tools(self) -> bool:
+        """Whether ``build_data`` will hand the run tools (``TaskData.tools``): then the run's settings that cannot
+        run them are refused before the model loads."""
+        return False
+
     def confidence_scale(self) -> list[int] | None:
         """The numbers (0-100) the task teaches its model to state in the tag, for
         ``eval.confidence_decoding=expected`` (``ao_calib.calibration.decoding``); None: the task names none, and

@@ -26,3 +26,16 @@ class Tools:
             return functools.wraps(fn)(lambda *args, **kwargs: "")
 
         return Tools(tuple(silent(fn) for fn in self.functions), self.max_rounds)
+
+
+def stage_clashes(stage) -> list[str]:
+    """What in an RL stage's settings (``cfg.trainer``) cannot run a task's tools: TRL's tool loop is GRPO's, and the
+    project's greedy group member and shared-prefix pass do not see the later turns."""
+    found = []
+    if getattr(stage, "name", None) not in ("grpo", "sft"):
+        found.append(f"trainer={stage.name} (single-turn completions; use trainer=grpo)")
+    if getattr(stage, "greedy_member", False):
+        found.append("trainer.greedy_member=true (each later turn would count as its own group)")
+    if getattr(stage, "shared_prefix", False):
+        found.append("trainer.shared_prefix=true")
+    return found

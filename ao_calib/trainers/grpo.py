@@ -20,16 +20,15 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     tool results' mask or would sample the later turns wrongly."""
     if not setup.data.tools:
         return {}
+    from ao_calib.tools import stage_clashes
     from ao_calib.tools.chat_format import check_transformers
 
     check_transformers("the task's tools")
     clashes = {"injected activations (a steered task)": setup.steering is not None,
-               "trainer.greedy_member=true (each later turn would count as its own group)": stage.greedy_member,
-               "trainer.shared_prefix=true": stage.shared_prefix,
                "a confidence credit other than sequence (task.calibration.credit)": any(
                    getattr(getattr(fn, "rule", None), "credit", "sequence") != "sequence"
                    for fn in setup.reward_funcs())}
-    found = [name for name, on in clashes.items() if on]
+    found = stage_clashes(stage) + [name for name, on in clashes.items() if on]
     if found:
         raise AOCalibError(f"the task gives tools (multi-turn rollouts), which do not combine with {', '.join(found)}")
     return {"tools": list(setup.data.tools.functions)}

@@ -33,13 +33,6 @@ class ToolJsonTask(Task):
     prediction_columns = ("kind", "category", "tool_needed")
     reference_column = "completion"  # the expected JSON output
 
-    def __init__(self, config: ToolJsonTaskConfig, context):
-        super().__init__(config, context)
-        main = context.stages[-1] if context.stages else None
-        if config.episode == "multi_turn" and main not in (None, "grpo", "sft"):
-            raise AOCalibError(f"task.episode=multi_turn runs the model's tool calls inside GRPO's rollouts, and the "
-                               f"main stage is trainer={main}: use trainer=grpo (or trainer=sft)")
-
     def build_data(self, tokenizer, model=None) -> TaskData:
         data = self.config.data
         if data.train_path:
@@ -61,6 +54,9 @@ class ToolJsonTask(Task):
     @property
     def multi_turn(self) -> bool:
         return self.config.episode == "multi_turn"
+
+    def gives_tools(self) -> bool:
+        return self.multi_turn
 
     def _generated_files(self) -> tuple[Path, Path]:
         """(train file, the file of the split evaluations score), cached per generator setting."""

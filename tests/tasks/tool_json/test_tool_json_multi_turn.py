@@ -1,6 +1,7 @@
 """``task.episode=multi_turn`` of the JSON tool task: its rows carry the whole trajectory an SFT warm-up imitates and
 the multi-turn system prompt, its data gives GRPO the calculator and Python tools, the tokenizer parses the model's
-calls, the episode reward is offered, and a main stage that cannot run tools is refused before any model loads."""
+calls, the episode reward is offered, settings that cannot run tools are refused before any model loads, and a row
+whose expected call does not return its answer is named."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import json
 import pytest
 
 from ao_calib.config.compose import compose_run_config, typed
-from ao_calib.core.errors import AOCalibError
 from ao_calib.models import loading as models
 from ao_calib.models.config import ModelConfig
 from ao_calib.task_api import TRAJECTORY, build_task
@@ -45,12 +45,15 @@ def test_single_turn_rows_are_as_before(tmp_path):
     assert not data.tools and TRAJECTORY not in data.train.column_names
 
 
-def test_a_main_stage_that_cannot_run_tools_is_refused_at_start_up(tmp_path):
-    cfg = compose_run_config([*MULTI, "trainer=ppo", "reward=tool_json"])
-    with pytest.raises(AOCalibError, match="task.episode=multi_turn .* trainer=ppo"):
-        build_task(cfg)
-    result = run_cli("ao_calib.run", *MULTI, "trainer=ppo", "reward=tool_json", f"paths.output_dir={tmp_path}")
-    assert result.returncode == 2 and "trainer=ppo" in result.stderr.splitlines()[-1]
+@pytest.mark.parametrize(("overrides", "named"), [
+    (["trainer=ppo", "reward=tool_json"], "trainer=ppo (single-turn completions; use trainer=grpo)"),
+    (["trainer.shared_prefix=true"], "trainer.shared_prefix=true"),
+])
+def test_settings_that_cannot_run_tools_are_refused_before_the_model_loads(tmp_path, overrides, named):
+    result = run_cli("ao_calib.run", *MULTI, *overrides, f"paths.output_dir={tmp_path}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "runs tools inside its episodes" in result.stderr and named in result.stderr.splitlines()[-1]
+    assert "Loading weights" not in result.stdout + result.stderr
 
 
 def test_a_row_whose_call_does_not_return_its_answer_is_named(tmp_path, caplog):
