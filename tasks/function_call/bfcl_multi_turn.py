@@ -60,9 +60,9 @@ def load_cases(category: str) -> list[dict]:
 
 def format_result(result: Any) -> str:
     """A call's result as BFCL writes it into the conversation and compares it."""
-    if type(result) is str:  # noqa: E721 -- BFCL tests the exact type
+    if type(result) is str:
         return result
-    if type(result) is dict:  # noqa: E721
+    if type(result) is dict:
         try:
             return json.dumps(result)
         except Exception:  # noqa: BLE001 -- BFCL falls back to str on any failure
@@ -95,9 +95,9 @@ class Environment:
         those (``positional``: the ground truth's calls, which BFCL runs as written)."""
         args = [v for k, v in call.args if k.isdigit()] if positional else []
         kwargs = {k: v for k, v in call.args if not k.isdigit()}
+        if call.name.split(".")[-1] in _BLOCKED:
+            return f"Error during execution: Function call {call.name.split('.')[-1]} is not allowed."
         try:
-            if call.name.split(".")[-1] in _BLOCKED:
-                raise Exception(f"Function call {call.name.split('.')[-1]} is not allowed.")
             method = self.methods.get(call.name)
             if method is None:
                 raise NameError(f"name '{call.name}' is not defined")  # what BFCL's eval raises
@@ -110,7 +110,10 @@ def episode_verdict(case: dict, turns: Sequence[Sequence[Sequence[Call]]]) -> di
     """BFCL's verdict on a whole episode, from BFCL's own pure state and response checks on two environments run
     side by side (the model's calls, the ground truth's): the per-turn reward of a rollout. ``turns`` as for
     ``bfcl_verdict``; ``{"valid": True}``, or the first failing turn with BFCL's failure type."""
-    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
+        response_checker,
+        state_checker,
+    )
 
     from .parsing import parse_calls
 
@@ -143,7 +146,9 @@ def bfcl_verdict(case: dict, turns: Sequence[Sequence[Sequence[str]]]) -> dict:
     of call strings as BFCL's decoder writes them (``call_string``); empty steps are dropped, as BFCL's runner drops
     them. Each check runs under a name of its own and clears BFCL's cached instances after."""
     from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
-    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
+        multi_turn_checker,
+    )
 
     model_result = [[list(step) for step in turn if step] for turn in turns]
     name = f"ao_calib_check_{next(_checks)}"

@@ -14,14 +14,14 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval==2026.3.23")
 
-from tasks.function_call.bfcl_multi_turn import (  # noqa: E402
+from tasks.function_call.bfcl_multi_turn import (
     CATEGORIES,
     Environment,
     bfcl_verdict,
     episode_verdict,
     load_cases,
 )
-from tasks.function_call.parsing import Call, parse_calls  # noqa: E402
+from tasks.function_call.parsing import Call, parse_calls
 
 FIXTURE = Path(__file__).resolve().parents[3] / "data" / "bfcl_v4_multi_turn_fixture" / "trajectories.jsonl"
 

@@ -10,9 +10,14 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval==2026.3.23")
 
-from tasks.function_call.bfcl_multi_turn import CATEGORIES, bfcl_verdict, episode_verdict, load_cases  # noqa: E402
-from tasks.function_call.multi_turn_generate import generate_cases, split_cases  # noqa: E402
-from tasks.function_call.parsing import parse_calls  # noqa: E402
+from tasks.function_call.bfcl_multi_turn import (
+    CATEGORIES,
+    bfcl_verdict,
+    episode_verdict,
+    load_cases,
+)
+from tasks.function_call.multi_turn_generate import generate_cases, split_cases
+from tasks.function_call.parsing import parse_calls
 
 
 def test_seeded_and_every_ground_truth_passes_bfcls_checker():
