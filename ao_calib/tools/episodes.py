@@ -1,7 +1,7 @@
 """Evaluation's multi-turn episodes: greedy turns, each read with the tokenizer's response parser (the one TRL's
 tool loop reads rollouts with, ``chat_format``), the calls run as TRL runs them (``tool(**arguments)``; an unknown
 tool or an exception becomes an error result), until the model answers without a call or the task's rounds are
-spent. Training never comes here: GRPO's rollouts are TRL's own loop, whose ids are never re-tokenised; an
+spent; then a row's next user turn, if it has more (BFCL's multi-turn cases). Training never comes here: GRPO's rollouts are TRL's own loop, whose ids are never re-tokenised; an
 evaluation is scored on its text and may re-render it."""
 
 from __future__ import annotations
@@ -11,27 +11,38 @@ from collections.abc import Callable, Sequence
 from ao_calib.tools import Tools
 
 SILENT_TOOLS = "silent_tools"  # an evaluation variant: the same episodes with tools that return nothing
+LATER_TURNS = "later_turns"  # a row's user turns after its prompt's, each a list of messages, fed one at a time
 
 
-def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict], tools: Tools, tokenizer,
-         chat_template_kwargs: dict) -> list[list[dict]]:
-    """Each row's episode after its prompt (assistant and tool messages). ``generate_turn(rows)`` answers rows
-    whose ``prompt`` is the conversation so far, one greedy message each."""
+def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict], tools: Tools | Callable[[dict], Tools],
+         tokenizer, chat_template_kwargs: dict, parse: Callable[..., dict] | None = None) -> list[list[dict]]:
+    """Each row's episode after its prompt (assistant, tool and later user messages). ``generate_turn(rows)``
+    answers rows whose ``prompt`` is the conversation so far, one greedy message each. ``tools``: the same for every
+    row, or a row's own (a BFCL case's instances). A row with ``LATER_TURNS`` goes on: when the model answers without
+    a call, or its rounds of calls are spent, the next user turn is appended and its rounds start again. ``parse``:
+    how a message's calls are read (``parsed_turn``'s signature; by default the tokenizer's response parser)."""
     from ao_calib.evaluation.generation import chat_prompt_text
 
+    parse = parse or parsed_turn
+    row_tools = [tools if isinstance(tools, Tools) else tools(row) for row in rows]
+    later = [[list(turn) for turn in row.get(LATER_TURNS) or []] for row in rows]
+    rounds = [0] * len(rows)
     episodes: list[list[dict]] = [[] for _ in rows]
     waiting = list(range(len(rows)))
-    for round_ in range(tools.max_rounds + 1):
-        if not waiting:
-            break
+    while waiting:
         asked = [{**rows[i], "prompt": list(rows[i]["prompt"]) + episodes[i]} for i in waiting]
         texts = generate_turn(asked)
         still = []
         for i, row, text in zip(waiting, asked, texts, strict=True):
-            message = parsed_turn(tokenizer, chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs), text)
+            message = parse(tokenizer, chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs), text)
             episodes[i].append(message)
-            if message.get("tool_calls") and round_ < tools.max_rounds:
-                episodes[i] += [tool_result(call, tools) for call in message["tool_calls"]]
+            if message.get("tool_calls") and rounds[i] < row_tools[i].max_rounds:
+                episodes[i] += [tool_result(call, row_tools[i]) for call in message["tool_calls"]]
+                rounds[i] += 1
+                still.append(i)
+            elif later[i]:
+                episodes[i] += later[i].pop(0)
+                rounds[i] = 0
                 still.append(i)
         waiting = still
     return episodes

@@ -89,3 +89,42 @@ def test_silenced_tools_keep_their_names_and_schemas_and_return_nothing(tokenize
     generate, _ = scripted(CALL, '{"final": "5"}')
     [episode] = play(generate, [ROW], silent, tokenizer, {})
     assert episode[1] == {"role": "tool", "name": "calculator", "content": ""}
+
+
+def test_later_user_turns_are_fed_one_at_a_time(tokenizer):
+    def generate(rows):  # a call after each user turn, then an answer after its result
+        last = rows[0]["prompt"][-1]
+        return [CALL if last["role"] == "user" else '{"final": "' + last["content"] + '"}' for _ in rows]
+
+    row = {**ROW, "later_turns": [[{"role": "user", "content": "And again?"}]]}
+    [episode] = play(generate, [row], Tools((calculator,), 1), tokenizer, {})
+    roles = [m["role"] for m in episode]
+    assert roles == ["assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
+    assert episode[3]["content"] == "And again?" and episode[-1]["content"] == '{"final": "5"}'
+
+
+def test_each_row_can_have_its_own_tools_and_parser(tokenizer):
+    def doubled(expression: str) -> str:
+        """Doubles.
+
+        Args:
+            expression: A number.
+        """
+        return str(2 * int(expression))
+
+    doubled.__name__ = "calculator"
+    rows = [ROW, {**ROW, "double": True}]
+    seen = []
+
+    def parse(tok, prompt_text, text):
+        seen.append(text)
+        return {"role": "assistant", "content": text, **({"tool_calls": [
+            {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "4"}}}]}
+            if text == "call" else {})}
+
+    def generate(asked):
+        return ["call" if a["prompt"][-1]["role"] == "user" else "done" for a in asked]
+
+    episodes = play(generate, rows, lambda row: Tools((doubled if row.get("double") else calculator,), 1),
+                    tokenizer, {}, parse=parse)
+    assert [e[1]["content"] for e in episodes] == ["4", "8"] and seen.count("call") == 2
