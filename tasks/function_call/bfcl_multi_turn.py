@@ -160,3 +160,80 @@ def bfcl_verdict(case: dict, turns: Sequence[Sequence[Sequence[str]]]) -> dict:
         cached = vars(multi_turn_utils)
         for key in [k for k in cached if k.startswith(name)]:
             del cached[key]
+
+
+# ------------------------------------------------------------------------------------------ episodes of a case
+
+MULTI_TURN_PROMPT = (
+    "\n\nAt each turn, complete the user's request within the turn: keep writing function calls until it is done; "
+    "a reply without a call ends the turn, and the next request follows.")
+"""BFCL's multi-turn addition to its prompting system prompt, in substance, in this project's words."""
+ADDITIONAL_FUNCTIONS = "{functions}\nI have updated some more functions you can choose from. What about now?"
+"""The user turn BFCL writes where a ``miss_func`` case gives the functions it held back (BFCL's own words)."""
+
+
+def function_docs(case: dict) -> tuple[list[dict], dict[int, list[dict]]]:
+    """(the docs the system prompt lists, the docs held back until a turn): the involved classes' function docs,
+    less those ``missed_function`` gives at a later turn (as BFCL's ``populate_test_cases_with_predefined_functions``)."""
+    folder = bfcl_data() / "multi_turn_func_doc"
+    files = {"GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
+             "TwitterAPI": "posting_api", "TicketAPI": "ticket_api", "TradingBot": "trading_bot",
+             "TravelAPI": "travel_booking", "VehicleControlAPI": "vehicle_control"}
+    docs = [json.loads(line) for name in case["involved_classes"]
+            for line in (folder / f"{files[name]}.json").read_text().splitlines() if line]
+    held = {int(turn): [d for d in docs if d["name"] in names]
+            for turn, names in (case.get("missed_function") or {}).items()}
+    withheld = {d["name"] for turn_docs in held.values() for d in turn_docs}
+    return [d for d in docs if d["name"] not in withheld], held
+
+
+def case_row(case: dict, docs: str = "indented") -> dict:
+    """An evaluation row of a case: the system turn with its function docs and the first user turn as the prompt,
+    the later user turns (a held-back function's docs where BFCL gives them) as ``later_turns``."""
+    from ao_calib.tools.episodes import LATER_TURNS
+
+    from .bfcl import system_prompt
+
+    listed, held = function_docs(case)
+    turns = [list(turn) or [{"role": "user", "content": ADDITIONAL_FUNCTIONS.format(
+        functions=json.dumps(held.get(index, [])))}] for index, turn in enumerate(case["question"])]
+    return {"id": case["id"], "case": case,
+            "prompt": [{"role": "system", "content": system_prompt(listed, docs) + MULTI_TURN_PROMPT}, *turns[0]],
+            LATER_TURNS: turns[1:]}
+
+
+def case_tools(case: dict, max_steps: int = 20) -> Any:
+    """A fresh environment's methods as the episode's tools (``ao_calib.tools.Tools``): a call runs on the case's
+    instances (``Environment.call``), at most ``max_steps`` messages with calls per user turn (BFCL's limit)."""
+    from ao_calib.tools import Tools
+
+    environment = Environment(case)
+
+    def tool(name: str):
+        def run(**arguments) -> str:
+            return environment.call(Call(name, tuple(arguments.items())))
+
+        run.__name__ = name
+        return run
+
+    return Tools(tuple(tool(name) for name in environment.methods), max_steps)
+
+
+def parsed_calls_turn(tokenizer, prompt_text: str, text: str) -> dict:
+    """The model's message, its calls read by the project's AST parser (BFCL's ``[f(a=1), g(b=2)]`` form)."""
+    from .parsing import parse_calls
+
+    calls = [{"type": "function", "function": {"name": c.name, "arguments": dict(c.args)}} for c in parse_calls(text)]
+    return {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
+
+
+def episode_steps(episode: Sequence[dict]) -> list[list[list[Call]]]:
+    """An evaluated episode as BFCL's checker reads it: per user turn, the steps (each message's calls)."""
+    turns: list[list[list[Call]]] = [[]]
+    for message in episode:
+        if message["role"] == "user":
+            turns.append([])
+        elif message["role"] == "assistant" and message.get("tool_calls"):
+            turns[-1].append([Call(c["function"]["name"], tuple(c["function"]["arguments"].items()))
+                              for c in message["tool_calls"]])
+    return turns

@@ -18,6 +18,7 @@ from tasks.function_call.bfcl_multi_turn import (
     CATEGORIES,
     Environment,
     bfcl_verdict,
+    call_string,
     episode_verdict,
     load_cases,
 )
@@ -65,3 +66,52 @@ def test_a_wrong_turn_count_is_refused_as_bfcl_refuses_it():
     case = load_cases("multi_turn_base")[0]
     assert episode_verdict(case, [])["error_type"] == bfcl_verdict(case, [])["error_type"] \
         == "multi_turn:force_terminated"
+
+
+def test_an_episode_played_from_the_ground_truth_passes_as_bfcl_scores_it():
+    """Evaluation's episode loop on a case (its own instances as tools, the AST parser reading each message, the
+    later user turns fed one at a time) with a model that writes the ground truth: BFCL's checker passes it, and a
+    model that stops one call short fails it."""
+    import inspect
+
+    from ao_calib.config.compose import compose_run_config, typed
+    from ao_calib.models import loading as models
+    from ao_calib.models.config import ModelConfig
+    from ao_calib.tools.episodes import play
+    from tasks.function_call.bfcl_multi_turn import case_row, case_tools, episode_steps, parsed_calls_turn
+
+    settings = typed(compose_run_config(["model=tiny_qwen3"]).model, ModelConfig)
+    tokenizer = models.load_tokenizer(models.model_source(settings, compose_run_config([]).paths.cache_dir), settings)
+
+    case = next(c for c in load_cases("multi_turn_miss_func") if len(c["question"]) >= 3)
+    environment = Environment(case)
+
+    def keyword(text: str) -> str:  # the ground truth's positional arguments named, as a model must write them
+        [call] = parse_calls(text)
+        names = list(inspect.signature(environment.methods[call.name]).parameters)
+        return call_string(Call(call.name, tuple((names[int(k)] if k.isdigit() else k, v) for k, v in call.args)))
+
+    def model(short: bool):
+        def generate(asked):
+            out = []
+            for row in asked:
+                turn = sum(m["role"] == "user" for m in row["prompt"]) - 1
+                done = row["prompt"][-1]["role"] == "tool"
+                calls = [keyword(t) for t in case["ground_truth"][turn]]
+                if short and turn == len(case["ground_truth"]) - 1:
+                    calls = calls[:-1]
+                out.append("" if done or not calls else "[" + ", ".join(calls) + "]")
+            return out
+
+        return generate
+
+    row = case_row(case)
+    assert row["prompt"][0]["role"] == "system" and len(row["later_turns"]) == len(case["question"]) - 1
+    for short, valid in ((False, True), (True, False)):
+        [episode] = play(model(short), [row], lambda r: case_tools(r["case"]), tokenizer, {},
+                         parse=parsed_calls_turn)
+        steps = episode_steps(episode)
+        assert len(steps) == len(case["ground_truth"])
+        verdict = bfcl_verdict(case, [[[call_string(c) for c in step] for step in turn] for turn in steps])
+        assert verdict["valid"] is valid, verdict.get("error_type")
+        assert episode_verdict(case, steps)["valid"] is valid
