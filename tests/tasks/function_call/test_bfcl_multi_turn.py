@@ -78,7 +78,12 @@ def test_an_episode_played_from_the_ground_truth_passes_as_bfcl_scores_it():
     from ao_calib.models import loading as models
     from ao_calib.models.config import ModelConfig
     from ao_calib.tools.episodes import play
-    from tasks.function_call.bfcl_multi_turn import case_row, case_tools, episode_steps, parsed_calls_turn
+    from tasks.function_call.bfcl_multi_turn import (
+        case_row,
+        case_tools,
+        episode_steps,
+        parsed_calls_turn,
+    )
 
     settings = typed(compose_run_config(["model=tiny_qwen3"]).model, ModelConfig)
     tokenizer = models.load_tokenizer(models.model_source(settings, compose_run_config([]).paths.cache_dir), settings)
