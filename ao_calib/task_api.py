@@ -20,15 +20,10 @@ from ao_calib.calibration.contract import scored_confidence
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.plugins import TaskConfig, plugin_class
 from ao_calib.core.settings import default_of
+from ao_calib.tools import TRAJECTORY  # noqa: F401 -- part of the task API (a row's whole episode, for SFT)
 from ao_calib.evaluation.config import EvalConfig
 from ao_calib.rewards import RewardFn
 from ao_calib.runs.run_dir import RunDir
-
-
-# The column of a row whose SFT target is a whole episode after its prompt (the model's calls, the tools' results, its
-# answer), as JSON text of the messages: Arrow would merge the calls' differing argument dicts into one struct. Its
-# assistant turns are trained on, its tool turns are not (ao_calib.trainers.sft).
-TRAJECTORY = "completion_messages"
 
 
 @dataclass

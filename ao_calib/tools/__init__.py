@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The column of a row whose SFT target is a whole episode after its prompt (the model's calls, the tools' results, its
+# answer), as JSON text of the messages: Arrow would merge the calls' differing argument dicts into one struct. Its
+# assistant turns are trained on, its tool turns are not (ao_calib.trainers.sft).
+TRAJECTORY = "completion_messages"
+
 
 @dataclass(frozen=True)
 class Tools:

@@ -21,8 +21,6 @@ def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict],
     row, or a row's own (a BFCL case's instances). A row with ``LATER_TURNS`` goes on: when the model answers without
     a call, or its rounds of calls are spent, the next user turn is appended and its rounds start again. ``parse``:
     how a message's calls are read (``parsed_turn``'s signature; by default the tokenizer's response parser)."""
-    from ao_calib.evaluation.generation import chat_prompt_text
-
     parse = parse or parsed_turn
     row_tools = [tools if isinstance(tools, Tools) else tools(row) for row in rows]
     later = [[list(turn) for turn in row.get(LATER_TURNS) or []] for row in rows]
@@ -34,7 +32,9 @@ def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict],
         texts = generate_turn(asked)
         still = []
         for i, row, text in zip(waiting, asked, texts, strict=True):
-            message = parse(tokenizer, chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs), text)
+            prompt_text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
+                                                        **chat_template_kwargs)  # as generation read it
+            message = parse(tokenizer, prompt_text, text)
             episodes[i].append(message)
             if message.get("tool_calls") and rounds[i] < row_tools[i].max_rounds:
                 episodes[i] += [tool_result(call, row_tools[i]) for call in message["tool_calls"]]

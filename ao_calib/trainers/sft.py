@@ -18,7 +18,7 @@ from ao_calib.calibration.contract import (confidence_span, first_digit_values, 
                                           parse_epistemic_status, tag_span)
 from ao_calib.core.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
-from ao_calib.task_api import TRAJECTORY
+from ao_calib.tools import TRAJECTORY
 from ao_calib.trainers import calibration_loss
 from ao_calib.trainers.common import (AtomicCheckpointMixin, BackboneStates, TrainerSetup, peft_base, stage_batches,
                                       training_kwargs)

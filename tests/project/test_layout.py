@@ -68,16 +68,17 @@ ROOMS = {
     "judges": {"core"},
     "rewards": {"core"},
     "steering": {"core", "runtime"},
+    "tools": {"core"},
     "calibration": {"core", "judges", "rewards"},
     "monitoring": {"core", "judges", "runtime"},
     "models": {"core", "runs", "runtime", "steering"},
-    "evaluation": {"calibration", "core", "models", "monitoring", "runs", "runtime"},
+    "evaluation": {"calibration", "core", "models", "monitoring", "runs", "runtime", "tools"},
     "preflight": {"core", "models", "runtime"},
     "trainers": {"calibration", "core", "evaluation", "models", "monitoring", "rewards", "runs", "runtime",
-                 "steering"},
+                 "steering", "tools"},
     "reporting": {"calibration", "core", "evaluation", "runs", "runtime"},
     "config": {"calibration", "core", "evaluation", "judges", "models", "monitoring", "runs", "runtime", "trainers"},
-    "task_api": {"calibration", "config", "core", "evaluation", "models", "rewards", "runs"},
+    "task_api": {"calibration", "config", "core", "evaluation", "models", "rewards", "runs", "tools"},
 }
 COMMANDS = {"run", "eval", "export", "score", "report", "plot", "cli"}
 
