@@ -17,7 +17,7 @@ from pathlib import Path
 from ao_calib.runs.run_dir import WARMUP
 from ao_calib.trainers import build_trainer
 from bench.grpo_setup import GRPOBench
-from bench.report import alternating_medians, device_name, update_benchmarks
+from bench.report import alternating_medians, publish
 
 BATCH = 16  # the preset's warmup.batch_size
 # the preset on a few statements, its warm-up (SFT, activations injected) the stage timed
@@ -61,10 +61,8 @@ def main() -> None:
     for name, seconds in medians.items():
         table.append(f"| {name} | {tokens_per_example(benches[name]):.1f} | {1000 * seconds / BATCH:.0f} | "
                      f"{seconds / base:.3f} |")
-    print(device_name(), *table, sep="\n")
-    if args.write:
-        update_benchmarks(args.write, "oracle example cost", table,
-                          f"python -m bench.oracle_example_cost --rounds {args.rounds} --steps {args.steps}")
+    publish(table, "oracle example cost",
+            f"python -m bench.oracle_example_cost --rounds {args.rounds} --steps {args.steps}", args.write)
 
 
 if __name__ == "__main__":

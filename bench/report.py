@@ -60,3 +60,10 @@ def alternating_medians(builders: dict, rounds: int, steps: int) -> dict[str, fl
 
     return alternating_rounds({name: timed_training(build) for name, build in builders.items()}, rounds,
                               unit="ms/step", scale=1000.0)
+
+
+def publish(table: list[str], section: str, command: str, path: Path | None) -> None:
+    """Prints the machine and the table; with ``path``, writes the table into that BENCHMARKS.md under ``section``."""
+    print(device_name(), *table, sep="\n")
+    if path:
+        update_benchmarks(path, section, table, command)

@@ -21,7 +21,7 @@ from ao_calib.evaluation.generation import generate_completions
 from ao_calib.models import loading as models
 from ao_calib.task_api import build_task
 from ao_calib.tools.episodes import play
-from bench.report import alternating_rounds, device_name, update_benchmarks
+from bench.report import alternating_rounds, publish
 
 
 def main() -> None:
@@ -63,11 +63,9 @@ def main() -> None:
              f"| one message (single turn) | {1000 * medians['single turn']:.0f} | 1.000 | 1.00 |",
              f"| a whole episode | {1000 * medians['episode']:.0f} | {medians['episode'] / medians['single turn']:.3f}"
              f" | {sum(turns) / len(turns):.2f} |"]
-    print(device_name(), *table, sep="\n")
-    if args.write:
-        command = f"python -m bench.tool_episodes --rows {args.rows} --rounds {args.rounds}" + (
-            f" --model-run {args.model_run}" if args.model_run else "")
-        update_benchmarks(args.write, "tool episodes", table, command)
+    command = f"python -m bench.tool_episodes --rows {args.rows} --rounds {args.rounds}" + (
+        f" --model-run {args.model_run}" if args.model_run else "")
+    publish(table, "tool episodes", command, args.write)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ao_calib.tools.sandbox import run_python
-from bench.report import alternating_rounds, device_name, update_benchmarks
+from bench.report import alternating_rounds, publish
 from tasks.tool_json.tools import calculator
 
 CODE = "print(sum(x * x for x in range(1000)))"  # a typical tool row's program: a few ms of work, one line printed
@@ -48,10 +48,8 @@ def main() -> None:
     base = medians["plain subprocess"]
     table = ["| a tool call | ms per call | ratio to a plain subprocess |", "|---|---|---|"]
     table += [f"| {name} | {1000 * seconds:.2f} | {seconds / base:.3f} |" for name, seconds in medians.items()]
-    print(device_name(), *table, sep="\n")
-    if args.write:
-        update_benchmarks(args.write, "tool sandbox", table,
-                          f"python -m bench.tool_sandbox --rounds {args.rounds} --calls {args.calls}")
+    publish(table, "tool sandbox", f"python -m bench.tool_sandbox --rounds {args.rounds} --calls {args.calls}",
+            args.write)
 
 
 if __name__ == "__main__":

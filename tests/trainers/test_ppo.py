@@ -166,7 +166,9 @@ def test_ppo_learns_to_prefer_one_token_and_its_value_loss_falls(tmp_path):
     assert after > before + 0.3, (before, after)
 
 
-def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
+def critic_trainers(tmp_path):
+    """(a policy, a builder of PPO trainers rewarding length over it or a fresh one) whose critic moves in 2 steps,
+    saved at each."""
     cfg = compose_ppo(tmp_path, "trainer.batch_size=2", "trainer.ppo_epochs=1", "trainer.max_completion_length=4",
                       "trainer.max_steps=2", "trainer.save_steps=1", "trainer.lr=1e-2")
     model, tokenizer = tiny_policy(cfg)
@@ -175,10 +177,16 @@ def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
     def length_reward(completions, completion_ids, **kwargs):
         return [float(len(ids)) for ids in completion_ids]
 
-    def make_trainer(policy, out):
-        return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer, **GENERATION,
-                          args=ppo_args(cfg, out, (1.0,)), train_dataset=dataset)
+    def make_trainer(policy, out, callbacks=()):
+        return PPOTrainer(model=policy or tiny_policy(cfg)[0], reward_funcs=[length_reward],
+                          processing_class=tokenizer, **GENERATION, args=ppo_args(cfg, out, (1.0,)),
+                          train_dataset=dataset, callbacks=list(callbacks))
 
+    return model, make_trainer
+
+
+def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
+    model, make_trainer = critic_trainers(tmp_path)
     trainer = make_trainer(model, tmp_path / "a")
     trainer.train()
     saved = tmp_path / "a" / "checkpoints" / "checkpoint-2" / VALUE_HEAD_FILE
@@ -186,8 +194,7 @@ def test_critic_is_saved_and_restored_with_checkpoints(tmp_path):
     trained_bias = trainer.value_head.bias.item()
     assert trained_bias != 0.0  # the critic moved from its zero start
 
-    fresh, _ = tiny_policy(cfg)
-    resumed = make_trainer(fresh, tmp_path / "b")
+    resumed = make_trainer(None, tmp_path / "b")
     load_checkpoint(resumed, str(saved.parent))  # what a resumed run does with a stage that had finished
     assert resumed.value_head.bias.item() == pytest.approx(trained_bias)
 
@@ -201,13 +208,7 @@ def test_a_resumed_stage_has_its_critic_back_before_it_trains_on(tmp_path):
     from ao_calib.runtime.interrupts import SignalWatch
     from ao_calib.trainers.callbacks import MetricsFileCallback
 
-    cfg = compose_ppo(tmp_path, "trainer.batch_size=2", "trainer.ppo_epochs=1", "trainer.max_completion_length=4",
-                      "trainer.max_steps=2", "trainer.save_steps=1", "trainer.lr=1e-2")
-    model, tokenizer = tiny_policy(cfg)
-    dataset = Dataset.from_list([{"prompt": p} for p in prompts(8, seed=3)])
-
-    def length_reward(completions, completion_ids, **kwargs):
-        return [float(len(ids)) for ids in completion_ids]
+    model, make_trainer = critic_trainers(tmp_path)
 
     class CriticAtStart(TrainerCallback):
         bias = None
@@ -215,17 +216,12 @@ def test_a_resumed_stage_has_its_critic_back_before_it_trains_on(tmp_path):
         def on_train_begin(self, args, state, control, model=None, **kwargs):
             CriticAtStart.bias = model.ppo_value_head.bias.item()
 
-    def make_trainer(policy, out, callbacks=()):
-        return PPOTrainer(model=policy, reward_funcs=[length_reward], processing_class=tokenizer, **GENERATION,
-                          args=ppo_args(cfg, out, (1.0,)), train_dataset=dataset, callbacks=list(callbacks))
-
     make_trainer(model, tmp_path / "a").train()
     checkpoint = tmp_path / "a" / "checkpoints" / "checkpoint-1"
     saved_bias = load_file(str(checkpoint / VALUE_HEAD_FILE))["bias"].item()
     assert saved_bias != 0.0
 
-    fresh, _ = tiny_policy(cfg)
-    resumed = make_trainer(fresh, tmp_path / "b", [CriticAtStart()])
+    resumed = make_trainer(None, tmp_path / "b", [CriticAtStart()])
     plan = StagePlan(MAIN, PPOTrainerConfig(), StageStart.resume, str(checkpoint), 1)
     run = SimpleNamespace(watch=SignalWatch(), run_dir=RunDir(tmp_path / "b"))
     _train_or_load(plan, resumed, run, MetricsFileCallback(RunDir(tmp_path / "b").metrics, stage=MAIN))
