@@ -10,14 +10,12 @@ batches. Reported per example (a step's time over its batch size) and as a ratio
 
 from __future__ import annotations
 
-import argparse
 import statistics
-from pathlib import Path
 
 from ao_calib.runs.run_dir import WARMUP
 from ao_calib.trainers import build_trainer
 from bench.grpo_setup import GRPOBench
-from bench.report import alternating_medians, publish
+from bench.report import alternating_medians, arguments, publish
 
 BATCH = 16  # the preset's warmup.batch_size
 # the preset on a few statements, its warm-up (SFT, activations injected) the stage timed
@@ -48,11 +46,7 @@ def warmup_trainer(bench: GRPOBench):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per side; the first is a warm-up")
-    parser.add_argument("--steps", type=int, default=4, help="optimiser steps per round")
-    parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
-    args = parser.parse_args()
+    args = arguments(__doc__, 3, steps=(4, "optimiser steps per round")).parse_args()
     benches = {name: GRPOBench.compose([*COMMON, f"warmup.max_steps={args.steps}", *extra])
                for name, extra in SIDES.items()}
     medians = alternating_medians({name: warmup_trainer(b) for name, b in benches.items()}, args.rounds, args.steps)

@@ -22,7 +22,7 @@ def update_benchmarks(path: Path, section: str, table: list[str], command: str) 
     begin, end = f"<!-- bench:{section} -->", f"<!-- /bench:{section} -->"
     block = "\n".join([begin, f"Measured {time.strftime('%Y-%m-%d')} with `{command}`.", "", *table, end])
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
 
@@ -67,3 +67,16 @@ def publish(table: list[str], section: str, command: str, path: Path | None) -> 
     print(device_name(), *table, sep="\n")
     if path:
         update_benchmarks(path, section, table, command)
+
+
+def arguments(doc: str, rounds: int, **counts: tuple[int, str]):
+    """A bench's command line: ``--rounds`` (counted rounds per side; one more warms up), each of ``counts`` as
+    ``--name N`` (default, help), and ``--write BENCHMARKS.md``; parsed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds, help="counted rounds per side (one more warms up)")
+    for name, (default, what) in counts.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, help=what)
+    parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
+    return parser

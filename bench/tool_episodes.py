@@ -10,7 +10,6 @@ difference comes from. An untrained model writes few calls: ``--model-run RUN`` 
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -21,17 +20,14 @@ from ao_calib.evaluation.generation import generate_completions
 from ao_calib.models import loading as models
 from ao_calib.task_api import build_task
 from ao_calib.tools.episodes import play
-from bench.report import alternating_rounds, publish
+from bench.report import alternating_rounds, arguments, publish
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=16, help="held-out rows per round")
-    parser.add_argument("--rounds", type=int, default=3, help="counted rounds per side (one more warms up)")
+    parser = arguments(__doc__, 3, rows=(16, "held-out rows per round"))
     parser.add_argument("--model-run", default=None, help="a run directory whose adapter the model loads")
     parser.add_argument("--overrides", nargs="*", default=["experiment=tool_json_smollm2_multiturn",
                                                               "model.source=gguf"])
-    parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
     args = parser.parse_args()
     cfg = compose_run_config(args.overrides)
     task = build_task(cfg)
@@ -61,8 +57,8 @@ def main() -> None:
     medians = alternating_rounds({"single turn": single, "episode": episode}, args.rounds, unit="ms", scale=1000)
     table = ["| rows generated as | ms per row | ratio to one message | model turns per row |", "|---|---|---|---|",
              f"| one message (single turn) | {1000 * medians['single turn']:.0f} | 1.000 | 1.00 |",
-             f"| a whole episode | {1000 * medians['episode']:.0f} | {medians['episode'] / medians['single turn']:.3f}"
-             f" | {sum(turns) / len(turns):.2f} |"]
+             (f"| a whole episode | {1000 * medians['episode']:.0f} | "
+              f"{medians['episode'] / medians['single turn']:.3f} | {sum(turns) / len(turns):.2f} |")]
     command = f"python -m bench.tool_episodes --rows {args.rows} --rounds {args.rounds}" + (
         f" --model-run {args.model_run}" if args.model_run else "")
     publish(table, "tool episodes", command, args.write)

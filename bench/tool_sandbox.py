@@ -8,14 +8,12 @@ evaluator in process for scale; alternating rounds in one process (``bench.repor
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from ao_calib.tools.sandbox import run_python
-from bench.report import alternating_rounds, publish
+from bench.report import alternating_rounds, arguments, publish
 from tasks.tool_json.tools import calculator
 
 CODE = "print(sum(x * x for x in range(1000)))"  # a typical tool row's program: a few ms of work, one line printed
@@ -32,11 +30,7 @@ def per_call(call, calls: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="counted rounds per side (one more warms up)")
-    parser.add_argument("--calls", type=int, default=20, help="calls per round")
-    parser.add_argument("--write", type=Path, default=None, help="update this BENCHMARKS.md")
-    args = parser.parse_args()
+    args = arguments(__doc__, 5, calls=(20, "calls per round")).parse_args()
     assert run_python(CODE).output == "332833500\n"
     sides = {
         "sandbox (run_python)": per_call(lambda: run_python(CODE), args.calls),

@@ -50,11 +50,10 @@ class ToolJsonTaskConfig(StatedConfidenceTaskConfig):
     """Also ``calibration`` and ``confidence_instruction``, used when the reward mix trains a stated confidence."""
 
     data: ToolJsonDataConfig = setting(factory=ToolJsonDataConfig, help="Where the rows come from.")
-    episode: str = setting(
-        "single_turn", "single_turn: the first message is scored as written (a call is judged, never run). "
-        "multi_turn: calls run in rollouts and evaluations and the model answers after reading the results "
-        "(trainer=grpo, reward=tool_json_episode; docs/concepts/tools.md).",
-        allowed=one_of("single_turn", "multi_turn"))
+    episode: str = setting("single_turn", "single_turn: the first message is scored as written (a call is judged, "
+                           "never run). multi_turn: calls run in rollouts and evaluations and the model answers after "
+                           "reading the results (trainer=grpo, reward=tool_json_episode; docs/concepts/tools.md).",
+                           allowed=one_of("single_turn", "multi_turn"))
     max_tool_calls: int = setting(
         3, "Rounds of tool calls a multi-turn episode may make, in GRPO's rollouts (TRL's max_tool_calling_iterations) "
         "and in evaluations; a call after the last round is left unanswered. One is needed per tool row.",
