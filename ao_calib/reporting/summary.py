@@ -90,7 +90,8 @@ class RunSummary:
 def evaluation_rows(run_dir: RunDir) -> list[tuple[str, dict]]:
     """(tag, metrics) of each evaluation the run wrote, in pipeline order (initial, stages, final); the control
     variant's accuracy becomes ``control``, the ``none`` variant's accuracy, mean confidence and ECE ``none``,
-    ``none_mean_confidence`` and ``none_ece``, a tool task's ``silent_tools`` variant's accuracy ``silent_tools``; a second held-out set's rows follow, as ``<tag> (extra test)``."""
+    ``none_mean_confidence`` and ``none_ece``, a tool task's ``silent_tools`` variant's accuracy ``silent_tools``; a
+    second held-out set's rows follow, as ``<tag> (extra test)``."""
     reports = {}
     for path in run_dir.path.glob("eval*.json"):
         report = read_json(path)

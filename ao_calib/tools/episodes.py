@@ -1,8 +1,9 @@
 """Evaluation's multi-turn episodes: greedy turns, each read with the tokenizer's response parser (the one TRL's
 tool loop reads rollouts with, ``chat_format``), the calls run as TRL runs them (``tool(**arguments)``; an unknown
 tool or an exception becomes an error result), until the model answers without a call or the task's rounds are
-spent; then a row's next user turn, if it has more (BFCL's multi-turn cases). Training never comes here: GRPO's rollouts are TRL's own loop, whose ids are never re-tokenised; an
-evaluation is scored on its text and may re-render it."""
+spent; then a row's next user turn, if it has more (BFCL's multi-turn cases). Training never comes here: GRPO's
+rollouts are TRL's own loop, whose ids are never re-tokenised; an evaluation is scored on its text and may re-render
+it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 an empty temporary directory removed afterwards, with a clean environment (no inherited secrets), its own session
 (the whole group is killed at the end), lowered resource limits (CPU time, address space, file and output size,
 open files, no new processes) and an audit hook that refuses sockets, processes, native code and any path outside
-its directory; run as ``nobody`` where the trainer is root and ``nobody`` can start its Python. Nothing here raises on the model's account: every
-failure comes back as the text a tool result shows.
+its directory; run as ``nobody`` where the trainer is root and ``nobody`` can start its Python. Nothing here raises
+on the model's account: every failure comes back as the text a tool result shows.
 
 Defence in depth for a model's mistakes, not a boundary against a determined attacker (that takes a VM or gVisor):
 see docs/concepts/tools.md."""

@@ -72,7 +72,8 @@ def main() -> None:
     source = compile(code, "<tool call>", "exec")  # a syntax error is reported before any limit bites
     set_limits(limits)
     sys.addaudithook(audit_hook(work))
-    exec(source, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102 -- this child only, never the trainer
+    # the model's code runs here, in this sandboxed child, never in the trainer's process
+    exec(source, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ ADDITIONAL_FUNCTIONS = "{functions}\nI have updated some more functions you can 
 
 def function_docs(case: dict) -> tuple[list[dict], dict[int, list[dict]]]:
     """(the docs the system prompt lists, the docs held back until a turn): the involved classes' function docs,
-    less those ``missed_function`` gives at a later turn (as BFCL's ``populate_test_cases_with_predefined_functions``)."""
+    less those ``missed_function`` gives at a later turn (BFCL's ``populate_test_cases_with_predefined_functions``)."""
     folder = bfcl_data() / "multi_turn_func_doc"
     files = {"GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
              "TwitterAPI": "posting_api", "TicketAPI": "ticket_api", "TradingBot": "trading_bot",

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers.paths import PROJECT_ROOT
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "ao_calib", "tasks", "conf", "data")
-SHIPPED_DATA = ("ao_classification", "bfcl_v4_real", "bfcl_v4_real_validation")  # tracked, for users (not test fixtures)
+SHIPPED_DATA = ("ao_classification", "bfcl_v4_real", "bfcl_v4_real_validation")  # for users, not test fixtures
 
 
 def files_under(folder: Path) -> set[str]:

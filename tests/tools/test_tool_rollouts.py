@@ -1,9 +1,9 @@
 """Tool calls inside GRPO rollouts, on TRL's own loop as the project's GRPO builder wires it
 (``ao_calib.trainers.grpo.tool_kwargs``): a scripted model (the tiny Qwen3 with LoRA, whose sampling follows a
 script; the loss pass is the real model's) calls the calculator, the tool runs and its result is in the next turn's
-input, the loop stops at the task's bound (``Tools.max_rounds``), the tool result's tokens carry no loss, and the completion ids
-the loss reads are the ids sampled (the tool result's tokens between them), never re-tokenised. Settings that cannot
-see the tool mask are refused."""
+input, the loop stops at the task's bound (``Tools.max_rounds``), the tool result's tokens carry no loss, and the
+completion ids the loss reads are the ids sampled (the tool result's tokens between them), never re-tokenised.
+Settings that cannot see the tool mask are refused."""
 
 from __future__ import annotations
 
