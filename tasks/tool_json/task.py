@@ -81,10 +81,10 @@ class ToolJsonTask(Task):
         for row in rows:
             chat = messages(row, self.multi_turn)
             chat[-1] = {**chat[-1], "content": chat[-1]["content"] + suffix}
-            # tool_args is kept as JSON text: Arrow would merge {"expression"} and {"code"} into one struct.
             episode = trajectory(row) if self.multi_turn else None
             if episode and len(episode) > 1 and not same_answer(episode[1]["content"].strip(), row["expected_answer"]):
                 unreached.append(row.get("id"))
+            # tool_args is kept as JSON text: Arrow would merge {"expression"} and {"code"} into one struct.
             out.append({**row, "tool_args": json.dumps(row["tool_args"]), "prompt": chat,
                         "completion": expected_output(row)}
                        | ({TRAJECTORY: json.dumps(episode, ensure_ascii=False)} if episode else {}))
