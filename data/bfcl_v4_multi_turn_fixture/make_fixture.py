@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import ast
 import copy
-import inspect
 import json
 import random
 from pathlib import Path
 
-from ao_calib_tasks.function_call.bfcl_multi_turn import CATEGORIES, Environment, load_cases
+from ao_calib_tasks.function_call.bfcl_multi_turn import (
+    CATEGORIES,
+    Environment,
+    call_string,
+    load_cases,
+)
+from ao_calib_tasks.function_call.parsing import parse_calls
 
 SEED = 0
 N = 13  # cases per category: 52 cases, 260 trajectories
@@ -28,11 +33,8 @@ OUT = Path(__file__).resolve().parent / "trajectories.jsonl"
 
 def keyword_call(text: str, environment: Environment) -> str:
     """A ground-truth call with its positional arguments named, as a model's call must be written."""
-    node = ast.parse(text, mode="eval").body
-    names = list(inspect.signature(environment.methods[node.func.id]).parameters)
-    args = [f"{names[i]}={ast.unparse(a)}" for i, a in enumerate(node.args)]
-    args += [f"{k.arg}={ast.unparse(k.value)}" for k in node.keywords]
-    return f"{node.func.id}({', '.join(args)})"
+    [call] = parse_calls(text)
+    return call_string(environment.named(call))
 
 
 def changed(text: str) -> str:

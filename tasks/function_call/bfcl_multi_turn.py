@@ -51,11 +51,15 @@ def load_cases(category: str) -> list[dict]:
     if category not in CATEGORIES:
         raise AOCalibError(f"unknown BFCL multi-turn category {category!r}; the categories: {', '.join(CATEGORIES)}")
     data = bfcl_data()
-    questions = [json.loads(line) for line in (data / f"BFCL_v4_{category}.json").read_text().splitlines() if line]
-    answers = [json.loads(line) for line in (data / "possible_answer" / f"BFCL_v4_{category}.json")
-               .read_text().splitlines() if line]
+    questions = _json_lines(data / f"BFCL_v4_{category}.json")
+    answers = _json_lines(data / "possible_answer" / f"BFCL_v4_{category}.json")
     truth = {a["id"]: a["ground_truth"] for a in answers}
     return [{**q, "ground_truth": truth[q["id"]]} for q in questions]
+
+
+def _json_lines(path: Path) -> list[dict]:
+    """BFCL's data files: one JSON object a line, whatever their ``.json`` name says."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def format_result(result: Any) -> str:
@@ -89,6 +93,12 @@ class Environment:
             self.instances[name] = instance
             self.methods.update({m: fn for m, fn in inspect.getmembers(instance, inspect.ismethod)
                                  if not m.startswith("_")})
+
+    def named(self, call: Call) -> Call:
+        """``call`` with its positional arguments named from its method's signature, as a model must write them
+        (BFCL's decoder keeps keyword arguments only); the ground truth writes some positionally."""
+        names = list(inspect.signature(self.methods[call.name]).parameters)
+        return Call(call.name, tuple((names[int(k)] if k.isdigit() else k, v) for k, v in call.args))
 
     def call(self, call: Call, positional: bool = False) -> str:
         """One parsed call's result. The model's calls pass keyword arguments only, as BFCL's decoder keeps only
@@ -175,12 +185,8 @@ ADDITIONAL_FUNCTIONS = "{functions}\nI have updated some more functions you can 
 def function_docs(case: dict) -> tuple[list[dict], dict[int, list[dict]]]:
     """(the docs the system prompt lists, the docs held back until a turn): the involved classes' function docs,
     less those ``missed_function`` gives at a later turn (BFCL's ``populate_test_cases_with_predefined_functions``)."""
-    folder = bfcl_data() / "multi_turn_func_doc"
-    files = {"GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
-             "TwitterAPI": "posting_api", "TicketAPI": "ticket_api", "TradingBot": "trading_bot",
-             "TravelAPI": "travel_booking", "VehicleControlAPI": "vehicle_control"}
-    docs = [json.loads(line) for name in case["involved_classes"]
-            for line in (folder / f"{files[name]}.json").read_text().splitlines() if line]
+    folder = bfcl_data() / "multi_turn_func_doc"  # one file a class, named as the class's module
+    docs = [doc for name in case["involved_classes"] for doc in _json_lines(folder / f"{_CLASS_MODULE[name]}.json")]
     held = {int(turn): [d for d in docs if d["name"] in names]
             for turn, names in (case.get("missed_function") or {}).items()}
     withheld = {d["name"] for turn_docs in held.values() for d in turn_docs}

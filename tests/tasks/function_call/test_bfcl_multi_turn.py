@@ -72,8 +72,6 @@ def test_an_episode_played_from_the_ground_truth_passes_as_bfcl_scores_it():
     """Evaluation's episode loop on a case (its own instances as tools, the AST parser reading each message, the
     later user turns fed one at a time) with a model that writes the ground truth: BFCL's checker passes it, and a
     model that stops one call short fails it."""
-    import inspect
-
     from ao_calib.config.compose import compose_run_config, typed
     from ao_calib.models import loading as models
     from ao_calib.models.config import ModelConfig
@@ -93,8 +91,7 @@ def test_an_episode_played_from_the_ground_truth_passes_as_bfcl_scores_it():
 
     def keyword(text: str) -> str:  # the ground truth's positional arguments named, as a model must write them
         [call] = parse_calls(text)
-        names = list(inspect.signature(environment.methods[call.name]).parameters)
-        return call_string(Call(call.name, tuple((names[int(k)] if k.isdigit() else k, v) for k, v in call.args)))
+        return call_string(environment.named(call))
 
     def model(short: bool):
         def generate(asked):
