@@ -157,7 +157,7 @@ def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -
     from ao_calib.config.compose import load_run_config
     from ao_calib.evaluation.evaluate import evaluate
     from ao_calib.models import loading as models
-    from ao_calib.task_api import build_task
+    from ao_calib.task_api import build_task, with_run_judge
 
     run_dir = RunDir(args.run_dir)
     if not run_dir.config.exists():
@@ -179,7 +179,7 @@ def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -
     tokenizer = models.load_tokenizer(source, cfg.model)
     expected_number_plan(task, tokenizer, decoding)  # refused before the model loads
     model = models.load_trained_model(cfg.model, source, adapter)
-    data = task.build_data(tokenizer, model)
+    data = with_run_judge(task, task.build_data(tokenizer, model), model, tokenizer)
     num_samples = args.num_samples if args.num_samples is not None else settings.num_samples
     if args.num_samples is None and any(o.startswith(TEST_PATH + "=") for o in task_overrides):
         # the run's eval.num_samples was sized for its own split, not for this folder: score all of it unless told

@@ -106,8 +106,11 @@ def train(cfg: DictConfig, run_dir: RunDir, start: StartPoint | None = None) -> 
         eval_metrics = evaluate_final() if settings.eval.enabled else {}
         if eval_metrics and distributed.is_main():
             _check_calibration_regression(cfg, run_dir, result.trainer.state.global_step)
+        from ao_calib.task_api import run_totals
+
         final = summary.write("completed", final_metrics=result.last_row, eval_metrics=eval_metrics,
-                              extra={"alerts": {**alerts, **run_dir.fired_alerts()}, **parts.task.summary(),
+                              extra={"alerts": {**alerts, **run_dir.fired_alerts()},
+                                     **run_totals(parts.task, parts.data),
                                      **({"selection": _selections(cfg, run_dir)} if parts.selecting else {}),
                                      **({"prompts_over_limit": parts.prompts_over} if parts.prompts_over else {})})
     except (RunInterrupted, KeyboardInterrupt) as exc:
@@ -188,7 +191,7 @@ def _build_parts(cfg: DictConfig, settings: RunSettings, run_dir: RunDir, summar
     from ao_calib.preflight.prompts import guard_prompts
     from ao_calib.preflight.resources import check_resources
     from ao_calib.rewards import build_reward_schedule
-    from ao_calib.task_api import build_task
+    from ao_calib.task_api import build_task, with_run_judge
     from ao_calib.trainers.common import uses_bf16
 
     trainer, model_settings = settings.trainer, settings.model
@@ -220,12 +223,14 @@ def _build_parts(cfg: DictConfig, settings: RunSettings, run_dir: RunDir, summar
                                 policy=getattr(trainer, "prompt_length_policy", None),
                                 chat_template_kwargs=model_settings.chat_template_kwargs)
     data, prompts_over = guarded(task.build_data(tokenizer, model))
+    data = with_run_judge(task, data, model, tokenizer)
     final_data = data
-    if final_task is not task:  # the test split, scored once at the end, on the chosen adapter
+    if final_task is not task:  # the test split, scored once at the end, on the chosen adapter, by the same judge
         final_data, final_over = guarded(final_task.build_data(tokenizer, model))
+        final_data = with_run_judge(final_task, final_data, model, tokenizer, judge=data.judge)
         prompts_over = {**prompts_over, **({"final_test": final_over["test"]} if "test" in final_over else {})}
     over_budget = references_over_budget(data, tokenizer, _generation_budgets(cfg))
-    reward_fns = task.reward_functions() if trainer.name != "sft" else {}
+    reward_fns = task.reward_functions(data) if trainer.name != "sft" else {}
     schedule = build_reward_schedule(cfg.reward, reward_fns) if reward_fns else None
     return RunParts(task, final_task, tokenizer, model, data, final_data, reward_fns, schedule, prompts_over,
                     over_budget)

@@ -12,6 +12,7 @@ names, the stages, the judge's settings), never the whole tree.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -42,10 +43,20 @@ class TaskData:
     #: TRL's tool loop, and every evaluation), their results going back as ``tool`` messages, out of the loss.
     #: None: single-turn completions
     tools: Any = None
+    #: what ``build_data`` made that the task's later steps read (the oracle's extraction model and stores); the
+    #: framework hands the data back to those steps, so that the task object keeps nothing between calls
+    state: Any = None
+    #: the run's judge (``ao_calib.judges``), built by the framework once the model has loaded (judge=local grades
+    #: with it) and shared by every split's data; None for judge=none
+    judge: Any = None
 
     def with_train(self, train) -> "TaskData":
         """The same data with other training rows (a warm-up's)."""
         return dataclasses.replace(self, train=train)
+
+    def with_judge(self, judge) -> "TaskData":
+        """The same data carrying the run's judge."""
+        return dataclasses.replace(self, judge=judge)
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,8 @@ class TaskContext:
 class Task(ABC):
     """One training task. ``config`` is its own settings (an instance of ``config_class``), ``context`` the run
     facts it may read. The methods below are the steps a run calls, in the order it calls them; everything
-    else a task needs is its own helper."""
+    else a task needs is its own helper. A task keeps nothing between the steps: what ``build_data`` made travels
+    in the ``TaskData`` it returns (``state``), which the framework hands back to the later steps."""
 
     #: the schema of ``cfg.task``; every default of the task's settings is stated there
     config_class: ClassVar[type] = TaskConfig
@@ -164,9 +176,15 @@ class Task(ABC):
         stage starts and again when a resumed run continues it: it must be deterministic."""
         return data
 
+    def judge_prompt(self) -> str | None:
+        """The grading prompt a judge without its own ``judge.prompt`` uses; None: the task has none."""
+        return None
+
     @abstractmethod
-    def reward_functions(self) -> dict[str, RewardFn]:
-        """4. All reward components this task offers, by the name configs use."""
+    def reward_functions(self, data: TaskData | None) -> dict[str, RewardFn]:
+        """4. All reward components this task offers, by the name configs use; a component that calls the judge
+        reads it from ``data.judge``. ``data`` is None where only the names are read (start-up checks): build
+        the dict without calling anything then."""
 
     def revise_answers(self, model, tokenizer, rows: list[dict], answers: list[str], *, chat_template_kwargs: dict,
                        max_new_tokens: int) -> list[str]:
@@ -177,8 +195,9 @@ class Task(ABC):
         return answers
 
     @abstractmethod
-    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
-        """5. Evaluation: every reward component (and the headline metric) of each completion of its row."""
+    def score(self, completions: list[str], rows: list[dict], data: TaskData) -> list[dict[str, float]]:
+        """5. Evaluation: every reward component (and the headline metric) of each completion of its row, ``data``
+        being the data the rows came from (its judge, its state)."""
 
     def aggregate(self, records: list[dict], run_dir: RunDir, tag: str) -> dict[str, float]:
         """6. An evaluation's figures (the closing table's rows): the mean of every per-sample score, and, for a
@@ -192,11 +211,12 @@ class Task(ABC):
             metrics.update({k: v for k, v in figures.items() if k != "accuracy"})
         return metrics
 
-    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        """7. Further benchmarks run with every evaluation; ``generate(rows)`` returns greedy completions with the
-        task's steering. Returns a JSON-able dict stored in eval.json under its keys. In a multi-process run every
-        process calls it (``generate`` splits the rows over them and returns all completions to each), so it must
-        write files and call a judge on the main process only (``ao_calib.runtime.distributed.is_main``/``on_main``)."""
+    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str, data: TaskData) -> dict:
+        """7. Further benchmarks run with every evaluation of ``data``; ``generate(rows)`` returns greedy completions
+        with the task's steering. Returns a JSON-able dict stored in eval.json under its keys. In a multi-process run
+        every process calls it (``generate`` splits the rows over them and returns all completions to each), so it
+        must write files and call a judge on the main process only (``ao_calib.runtime.distributed.is_main``/
+        ``on_main``)."""
         return {}
 
     def metric_names(self) -> frozenset[str]:
@@ -204,15 +224,15 @@ class Task(ABC):
         before the model loads: the headline, every reward component's mean, a calibrated task's calibration
         figures and a steered task's variant accuracies. A task whose ``score`` or ``aggregate`` adds others
         extends it."""
-        names = {"accuracy", self.headline_metric, *self.reward_functions()}
+        names = {"accuracy", self.headline_metric, *self.reward_functions(None)}
         if self.calibrated:
             names |= {"confidence", *calibration_figure_names()}
         if self.injects_activations:
             names |= {f"{variant}/accuracy" for variant in ("control", "none")}
         return frozenset(names)
 
-    def summary(self) -> dict:
-        """8. Task totals for summary.json at the end (e.g. the judge's calls, failures and cost)."""
+    def summary(self, data: TaskData) -> dict:
+        """8. Task totals for summary.json at the end (the framework adds the judge's calls, failures and cost)."""
         return {}
 
     # ------------------------------------------------------------------ outside a run
@@ -279,3 +299,36 @@ def build_task(cfg) -> Task:
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise AOCalibError(f"task._target_={cfg.task._target_} is not a subclass of ao_calib.task_api.Task")
     return cls(OmegaConf.to_object(cfg.task), TaskContext.of(cfg))
+
+
+def with_run_judge(task: Task, data: TaskData, model, tokenizer, judge=None) -> TaskData:
+    """``data`` carrying the run's judge: ``judge`` when given (one judge for every split's data), else the one
+    ``judge=...`` names, built now with the task's grading prompt (judge=local grades with ``model``)."""
+    if judge is None and task.context.judge is not None:
+        from ao_calib.judges import JudgeContext, build_judge
+
+        judge = build_judge(task.context.judge, JudgeContext(
+            model=model, tokenizer=tokenizer, chat_template_kwargs=dict(task.context.model.chat_template_kwargs),
+            default_prompt=task.judge_prompt()))
+    return data.with_judge(judge)
+
+
+def run_totals(task: Task, data: TaskData) -> dict:
+    """The task's totals and its judge's (calls, failures, cost) for summary.json."""
+    return {**task.summary(data), **({"judge": data.judge.totals()} if data.judge is not None else {})}
+
+
+# The steps the framework hands the run's data (its judge, its state) as `data`.
+DATA_STEPS = ("reward_functions", "score", "extra_evaluations", "summary")
+
+
+def check_step_signatures(cls: type) -> None:
+    """Refuses a task class written for the API before the data was passed to its steps, naming each step (at
+    start-up, with the task's settings: ``ao_calib.config.compose.validate_plugins``)."""
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        return  # build_task names what is wrong with it
+    old = [name for name in DATA_STEPS if "data" not in inspect.signature(getattr(cls, name)).parameters]
+    if old:
+        raise AOCalibError(f"task class {cls.__module__}.{cls.__qualname__}: {', '.join(old)} must take the run's data "
+                           "as `data` (a TaskData; its judge and state), e.g. `def reward_functions(self, data)`, "
+                           "`def score(self, completions, rows, data)` (docs/tasks.md)")

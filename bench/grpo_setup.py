@@ -16,7 +16,7 @@ from ao_calib.models.config import TinyModelConfig
 from ao_calib.models.tiny.builder import build_random_model
 from ao_calib.rewards import build_reward_schedule
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.task_api import build_task
+from ao_calib.task_api import build_task, with_run_judge
 from ao_calib.trainers import TrainerSetup, build_trainer
 from ao_calib.trainers.grpo import build_grpo_config
 from bench.report import alternating_medians
@@ -52,8 +52,9 @@ class GRPOBench:
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
         bench = cls(cfg, task, tokenizer, base, None, {}, None)
-        bench.data = task.build_data(tokenizer, base)  # extraction runs without the adapter anyway
-        bench.reward_fns = task.reward_functions()
+        # extraction runs without the adapter anyway
+        bench.data = with_run_judge(task, task.build_data(tokenizer, base), base, tokenizer)
+        bench.reward_fns = task.reward_functions(bench.data)
         bench.schedule = build_reward_schedule(cfg.reward, bench.reward_fns)
         return bench
 

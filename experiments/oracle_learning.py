@@ -45,7 +45,7 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     from ao_calib.evaluation.generation import generate_completions
     from ao_calib.models import loading as models
     from ao_calib.runs.run_dir import RunDir
-    from ao_calib.task_api import build_task
+    from ao_calib.task_api import build_task, with_run_judge
     from ao_calib_tasks.oracle.baselines import fresh_rows, own_answer_probabilities
 
     run_dir = RunDir(run)
@@ -54,7 +54,7 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source, cfg.model)
     model = models.load_trained_model(cfg.model, source, run_dir.adapter)
-    data = task.build_data(tokenizer, model)
+    data = with_run_judge(task, task.build_data(tokenizer, model), model, tokenizer)
     template = OmegaConf.to_container(cfg.model.chat_template_kwargs, resolve=True)
 
     def reports(tag: str) -> dict:
@@ -67,12 +67,12 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
 
     gen = cfg.task.data.generate
     seen = set(data.train["source_prompt"]) | set(data.test["source_prompt"])
-    calib_rows = task.oracle_rows(fresh_rows(calibration_prompts, gen.questions_per_prompt, list(gen.kinds),
+    calib_rows = task.oracle_rows(data, fresh_rows(calibration_prompts, gen.questions_per_prompt, list(gen.kinds),
                                              seed=10_000 + gen.seed, exclude=seen), tokenizer, model)
     calib_completions = generate_completions(model, tokenizer, calib_rows, chat_template_kwargs=template,
                                              max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
                                              steering=data.steering, desc="calibration split")
-    calib_correct = [s["correct"] for s in task.score(calib_completions, calib_rows)]
+    calib_correct = [s["correct"] for s in task.score(calib_completions, calib_rows, data)]
     calib_p = own_answer_probabilities(model, tokenizer, calib_rows, calib_completions, data.steering,
                                        chat_template_kwargs=template)
     test_p = own_answer_probabilities(model, tokenizer, test_rows, [r["completion"] for r in records],

@@ -82,7 +82,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         name = tag if variant == "main" else f"{tag}_{variant}"
         completions = generate(rows, condition=CONDITIONS[variant], desc=name)
         metrics, histogram = distributed.on_main(lambda: score_and_record(
-            task, rows, completions, run_dir, tag, variant, mismatches_printed, steered))
+            task, data, rows, completions, run_dir, tag, variant, mismatches_printed, steered))
         if variant == "main":
             report["metrics"] = metrics
             if histogram is not None:
@@ -92,7 +92,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
             if distributed.is_main():
                 print(f"[eval:{name}] accuracy {metrics['accuracy']:.3f} (main: {report['metrics']['accuracy']:.3f})",
                       flush=True)
-    report.update(task.extra_evaluations(model, tokenizer, generate, run_dir, tag))
+    report.update(task.extra_evaluations(model, tokenizer, generate, run_dir, tag, data))
     if distributed.is_main():
         write_json(run_dir.eval_report(tag), report)
         log_evaluation(tag, report["metrics"])
@@ -127,10 +127,11 @@ def rows_of_records(rows: list[dict], records: list[dict], seed: int, keys: tupl
     return drawn if same else None
 
 
-def score_and_record(task: Task, rows: list[dict], completions: list, run_dir: RunDir, tag: str, variant: str,
-                     mismatches_printed: int, steered: bool = False) -> tuple[dict, dict | None]:
-    """One variant's scores, metrics and predictions file (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics,
-    confidence histogram or None); ``steered``: the rows carry the activation condition they were answered under.
+def score_and_record(task: Task, data: TaskData, rows: list[dict], completions: list, run_dir: RunDir, tag: str,
+                     variant: str, mismatches_printed: int, steered: bool = False) -> tuple[dict, dict | None]:
+    """One variant's scores (of ``rows`` of ``data``), metrics and predictions file
+    (``eval_predictions_<tag>[_<variant>].jsonl``); (metrics, confidence histogram or None); ``steered``: the rows
+    carry the activation condition they were answered under.
     A completion that is a multi-turn episode (a list of messages) is recorded whole as ``episode``, and its last
     answer as ``completion``.
     A task's ``extra_evaluations`` scores another held-out set the same way, under a variant name of its own.
@@ -141,7 +142,7 @@ def score_and_record(task: Task, rows: list[dict], completions: list, run_dir: R
                 "expected": str(row.get(task.reference_column, "")), "scores": scores,
                 **{column: row[column] for column in task.prediction_columns if row.get(column) is not None},
                 **({"condition": CONDITIONS.get(variant, variant)} if steered or variant != "main" else {})}
-               for row, completion, scores in zip(rows, completions, task.score(completions, rows))]
+               for row, completion, scores in zip(rows, completions, task.score(completions, rows, data))]
     metrics = task.aggregate(records, run_dir, name)
     predictions = run_dir.predictions(tag, None if variant == "main" else variant)
     write_jsonl(predictions, records)

@@ -115,13 +115,13 @@ class FunctionCallTask(Task):
         train_path, test_path = ensure_generated([folder / "train.jsonl", folder / "test.jsonl"], build)
         return train_path, test_path
 
-    def reward_functions(self) -> dict[str, RewardFn]:
+    def reward_functions(self, data: TaskData | None) -> dict[str, RewardFn]:
         rewards = {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.config.calibration)}
         if self.bfcl:
             rewards.update(make_bfcl_rewards(self.config.strict_format))
         return rewards
 
-    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+    def score(self, completions: list[str], rows: list[dict], data: TaskData) -> list[dict[str, float]]:
         return [self.score_one(c, r) for c, r in zip(completions, rows)]
 
     def score_one(self, completion: str, row: dict) -> dict[str, float]:
@@ -160,7 +160,7 @@ class FunctionCallTask(Task):
                  len(answers), threshold)
         return revised
 
-    def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str) -> dict:
+    def extra_evaluations(self, model, tokenizer, generate, run_dir, tag: str, data: TaskData) -> dict:
         """``task.data.extra_test_path`` (``extra_validation_path`` under ``eval_split=validation``) scored beside
         the held-out split, at every evaluation."""
         data_cfg = self.config.data
@@ -172,7 +172,8 @@ class FunctionCallTask(Task):
 
         rows = self.extra_rows()
         completions = generate(rows, desc=f"{tag}_extra")
-        metrics, _ = distributed.on_main(lambda: score_and_record(self, rows, completions, run_dir, tag, "extra", 0))
+        metrics, _ = distributed.on_main(
+            lambda: score_and_record(self, data, rows, completions, run_dir, tag, "extra", 0))
         if distributed.is_main():
             print(f"[eval:{tag}_extra] {len(rows)} samples of {path}, accuracy "
                   f"({self.headline_metric}) = {metrics['accuracy']:.3f}", flush=True)

@@ -4,12 +4,13 @@ scoring in ``scoring``, the baselines in ``answer_probability`` and the classifi
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import random
 from pathlib import Path
 
 from ao_calib.core.errors import AOCalibError
-from ao_calib.judges import JudgeContext, build_judge
 from ao_calib.rewards import RewardFn
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
@@ -17,7 +18,7 @@ from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, cal
 
 from . import scoring, stage_rows
 from .answer_probability import Baselines
-from .build import OracleBuild, build_oracle_data
+from .build import build_oracle_data
 from .config import OracleTaskConfig
 from .format_warmup import format_targets
 from .held_out import load_held_out_rows
@@ -39,8 +40,6 @@ class OracleTask(Task):
 
     def __init__(self, config: OracleTaskConfig, context: TaskContext):
         super().__init__(config, context)
-        self.built: OracleBuild | None = None  # what build_data made (its model: judge=local's), for later steps
-        self._judge = None
         if config.data.train_path and not config.data.test_path:
             raise AOCalibError("task.data.train_path is set: also set task.data.test_path (the held-out split)")
         # read and checked here, so that a bad held-out file is refused before any model loads
@@ -96,9 +95,11 @@ class OracleTask(Task):
         return rows
 
     def build_data(self, tokenizer, model) -> TaskData:
-        self.built, data = build_oracle_data(self.config, self.context, self.source_rows(), self._held_out_file,
-                                             self.data_seed, tokenizer, model)
-        return data
+        """The rows and their activations; ``state`` is the ``OracleBuild`` (the extraction model, the stores) the
+        later steps read."""
+        built, data = build_oracle_data(self.config, self.context, self.source_rows(), self._held_out_file,
+                                        self.data_seed, tokenizer, model)
+        return dataclasses.replace(data, state=built)
 
     def main_stage_data(self, stage, data: TaskData) -> TaskData:
         """The RL stage's rows (``stage_rows.rl_rows``, ``task.rl_rows``); the warm-up sees none of its copies."""
@@ -132,7 +133,8 @@ class OracleTask(Task):
             max_new_tokens=stage.max_new_tokens, batch_size=stage.generation_batch_size, steering=data.steering,
             desc="format warm-up: own answers"), rows)
         # Judged, written and printed once; every process trains on the same targets.
-        targets = distributed.on_main(lambda: format_targets(stage, rows, raw, run_dir, self.judge_answers,
+        targets = distributed.on_main(lambda: format_targets(stage, rows, raw, run_dir,
+                                                             functools.partial(self.judge_answers, data=data),
                                                              self.context.judge is not None,
                                                              self.config.warmup_rows.confidences))
         return data.with_train(as_dataset(targets))
@@ -142,9 +144,10 @@ class OracleTask(Task):
         return stage_rows.asked_openly(row, rng, self.config.warmup_rows, data.steering.store,
                                        self.config.data.generate.phrasings, self.config.prompt.confidence_instruction)
 
-    def oracle_rows(self, rows: list[dict], tokenizer, model, seed: int = 0) -> list[dict]:
-        """Oracle rows (their activations extracted by ``model``) for more labelled rows (``OracleBuild.more_rows``)."""
-        return self.built.more_rows(rows, model, tokenizer, seed=seed)
+    def oracle_rows(self, data: TaskData, rows: list[dict], tokenizer, model, seed: int = 0) -> list[dict]:
+        """Oracle rows (their activations extracted by ``model``) for more labelled rows, beside ``data``'s
+        (``OracleBuild.more_rows``)."""
+        return data.state.more_rows(rows, model, tokenizer, seed=seed)
 
     # --------------------------------------------------------------------------------- rewards / eval
 
@@ -152,53 +155,49 @@ class OracleTask(Task):
         """The numbers the warm-up teaches the oracle to state (``task.warmup_rows.confidences``)."""
         return list(self.config.warmup_rows.confidences)
 
-    def judge(self):
-        """The run's judge (built once; judge=local grades with the model build_data was given)."""
-        if self.context.judge is None:
+    @staticmethod
+    def judge(data: TaskData):
+        """The run's judge, which ``data`` carries (the framework builds it: ``with_run_judge``)."""
+        if data.judge is None:
             raise AOCalibError("task=oracle needs a judge to score answers: judge=label (known yes/no answers) "
                                "or judge=litellm")
-        if self._judge is None:
-            built = self.built
-            context = JudgeContext(model=built and built.model, tokenizer=built and built.tokenizer,
-                                   chat_template_kwargs=dict(self.context.model.chat_template_kwargs),
-                                   default_prompt=self.judge_prompt())
-            self._judge = build_judge(self.context.judge, context)
-        return self._judge
+        return data.judge
 
-    def reward_functions(self) -> dict[str, RewardFn]:
-        return {"calibration": make_oracle_reward(self.judge(), self.config.calibration)}
-
-    def summary(self) -> dict:
-        return {"judge": self._judge.totals()} if self._judge else {}
+    def reward_functions(self, data: TaskData | None) -> dict[str, RewardFn]:
+        return {"calibration": make_oracle_reward(None if data is None else self.judge(data),
+                                                  self.config.calibration)}
 
     def score_one(self, completion: str, row: dict) -> dict[str, float]:
         """One completion of a row with a yes/no reference answer, against it (``scoring.score_one``)."""
         return scoring.score_one(completion, row, self.config.calibration)
 
-    def score(self, completions: list[str], rows: list[dict]) -> list[dict[str, float]]:
+    def score(self, completions: list[str], rows: list[dict], data: TaskData) -> list[dict[str, float]]:
         """Each row by ``checked_against_reference``'s rule, the judge scoring the others (``scoring.score``)."""
-        return scoring.score(completions, rows, self.config.calibration, self.judge_answers)
+        return scoring.score(completions, rows, self.config.calibration,
+                             functools.partial(self.judge_answers, data=data))
 
-    def judge_answers(self, rows: list[dict], answers: list[str]) -> list[float | None]:
+    def judge_answers(self, rows: list[dict], answers: list[str], data: TaskData) -> list[float | None]:
         """The judge's informativeness of each answer, outside training (``scoring.judge_answers``)."""
-        return scoring.judge_answers(self.judge(), rows, answers)
+        return scoring.judge_answers(self.judge(data), rows, answers)
 
-    def baselines(self) -> Baselines:
-        """The baselines beside an evaluation of the rows build_data made."""
-        return Baselines(self.config, self.built, self.context.eval_seed, self.data_seed,
-                         dict(self.context.model.chat_template_kwargs), self.score)
+    def baselines(self, data: TaskData) -> Baselines:
+        """The baselines beside an evaluation of ``data``'s rows."""
+        return Baselines(self.config, data.state, self.context.eval_seed, self.data_seed,
+                         dict(self.context.model.chat_template_kwargs),
+                         functools.partial(self.score, data=data))
 
-    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
+    def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str, data: TaskData) -> dict:
         from .confidence_baselines import per_dataset, probe_readability
 
-        baselines = self.baselines()
+        built = data.state
+        baselines = self.baselines(data)
         out = baselines.answer_probability(model, tokenizer, generate, run_dir, tag)
         if scoring.scores_held_out_rows(tag) and self.config.baselines_suite:
             suite = baselines.suite(model, tokenizer, run_dir, tag)
             out = {**out, "baselines": {**out.get("baselines", {}), **suite}}
         probe = None
         if scoring.scores_held_out_rows(tag) and self.config.data.classification.enabled:
-            probe = distributed.on_main(lambda: probe_readability(self.built, model, tokenizer,
+            probe = distributed.on_main(lambda: probe_readability(built, model, tokenizer,
                                                                   self.config.baselines_probe_c, self.data_seed))
             out["probe_validation_accuracy"] = probe
         figures = distributed.on_main(lambda: per_dataset(run_dir, tag, ("control", "none"), probe))
@@ -206,8 +205,9 @@ class OracleTask(Task):
             out["per_dataset"] = figures
         if not self.config.classification.enabled:
             return out
-        return {**out, **classification_suite(self.config.classification, self.built, self.config.eval_control,
-                                              model, tokenizer, generate, self.score, run_dir, tag)}
+        return {**out, **classification_suite(self.config.classification, built, self.config.eval_control,
+                                              model, tokenizer, generate, functools.partial(self.score, data=data),
+                                              run_dir, tag)}
 
     def metric_names(self) -> frozenset[str]:
         # the stated number's calibration figures on every run (aggregate computes them whatever the reward), and

@@ -94,7 +94,7 @@ class ToolJsonTask(Task):
                         ", ".join(map(str, unreached[:3])))
         return datasets.Dataset.from_list(out)
 
-    def reward_functions(self) -> dict[str, RewardFn]:
+    def reward_functions(self, data: TaskData | None) -> dict[str, RewardFn]:
         return {**REWARD_FUNCTIONS, "calibrated_args": make_calibrated_args(self.config.calibration),
                 "episode_reward": episode_reward}
 
@@ -104,7 +104,7 @@ class ToolJsonTask(Task):
         answer (multi turn)."""
         return "answer_correct" if self.multi_turn else "args_reward"
 
-    def score(self, completions: list, rows: list[dict]) -> list[dict[str, float]]:
+    def score(self, completions: list, rows: list[dict], data: TaskData) -> list[dict[str, float]]:
         if self.multi_turn:
             return [score_episode(c, r) for c, r in zip(completions, rows)]
         return [self.score_one(c, r) for c, r in zip(completions, rows)]

@@ -42,7 +42,7 @@ FILES = {
                 data = datasets.Dataset.from_list(rows)
                 return TaskData(train=data, test=data.select(range(4)))
 
-            def reward_functions(self):
+            def reward_functions(self, data):
                 word = self.config.word
 
                 def says_word(completions, **_):
@@ -50,7 +50,7 @@ FILES = {
 
                 return {"says_word": says_word}
 
-            def score(self, completions, rows):
+            def score(self, completions, rows, data):
                 return [{"says_word": float(self.config.word in c)} for c in completions]
     ''',
     "my_pkg/judge.py": '''
@@ -81,6 +81,23 @@ FILES = {
             async def score(self, items):
                 self.stats.calls += len(items)
                 return [1.0 if len(item.answer.split()) >= self.min_words else 0.0 for item in items]
+    ''',
+    "my_pkg/old_task.py": '''
+        from my_pkg.task import GreetTask
+
+
+        class OldGreetTask(GreetTask):
+            """Written for the API before the run's data was passed to the steps."""
+
+            def reward_functions(self):
+                return super().reward_functions(None)
+
+            def score(self, completions, rows):
+                return super().score(completions, rows, None)
+    ''',
+    "my_pkg/conf/task/old_greet.yaml": '''
+        _target_: my_pkg.old_task.OldGreetTask
+        name: old_greet
     ''',
     "my_pkg/conf/task/greet.yaml": '''
         _target_: my_pkg.task.GreetTask
@@ -136,6 +153,13 @@ def test_a_task_from_another_package_trains_and_evaluates(package, tmp_path):
 def test_a_misspelt_key_of_an_outside_task_is_named(package, tmp_path):
     result = run(package, "task=greet", "model=tiny_qwen3", "+task.n_rowz=3", f"hydra.run.dir={tmp_path / 'x'}")
     assert result.returncode == 2 and "task.n_rowz" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_task_written_for_the_old_step_signatures_is_refused_naming_each_step(package, tmp_path):
+    result = run(package, "task=old_greet", "reward=greet", "model=tiny_qwen3", f"hydra.run.dir={tmp_path / 'x'}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "my_pkg.old_task.OldGreetTask: reward_functions, score must take the run's data" in result.stderr
+    assert not (tmp_path / 'x').exists()  # refused before the run starts
 
 
 @pytest.mark.slow

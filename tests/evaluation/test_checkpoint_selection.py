@@ -61,10 +61,10 @@ FILES = {
 
                 return TaskData(train=rows("train", 16), test=rows(self.config.data.eval_split, 3))
 
-            def reward_functions(self):
+            def reward_functions(self, data):
                 return {"says_ok": lambda completions, **_: [0.0 for _ in completions]}
 
-            def score(self, completions, rows):
+            def score(self, completions, rows, data):
                 return [{"says_ok": float("ok" in c)} for c in completions]
 
             def aggregate(self, records, run_dir, tag):
@@ -73,7 +73,7 @@ FILES = {
             def metric_names(self):
                 return super().metric_names() | {"scripted"}
 
-            def extra_evaluations(self, model, tokenizer, generate, run_dir, tag):
+            def extra_evaluations(self, model, tokenizer, generate, run_dir, tag, data):
                 lora = sum(p.detach().abs().sum().item() for n, p in model.named_parameters() if "lora_" in n)
                 return {"lora_abs_sum": lora}
     ''',

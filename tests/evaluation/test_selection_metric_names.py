@@ -26,7 +26,8 @@ def test_every_oracle_figure_can_be_selected_on(tmp_path):
 
 def test_every_bfcl_category_figure_can_be_selected_on(tmp_path):
     task = build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=bfcl"]))
-    records = [{"kind": kind, "scores": {name: float(hit) for name in (task.headline_metric, *task.reward_functions())}}
+    names = (task.headline_metric, *task.reward_functions(None))
+    records = [{"kind": kind, "scores": {name: float(hit) for name in names}}
                for kind, hit in (("simple", 1), ("multiple", 0), ("irrelevance", 1), ("parallel", 0))]
     records = [{**r, "completion": "[]" if r["kind"] == "simple" else "f(x=1)"} for r in records]
     figures = task.aggregate(records, RunDir(tmp_path), "final")

@@ -6,7 +6,7 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.models import loading as models
 from ao_calib.rewards import build_reward_schedule
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.task_api import build_task
+from ao_calib.task_api import build_task, with_run_judge
 from ao_calib.trainers import TrainerSetup, build_trainer
 
 # Varying K per row (a random window) makes any row/vector mix-up land on non-placeholder tokens.
@@ -23,8 +23,8 @@ def build_setup(tmp_path, overrides) -> tuple[TrainerSetup, object]:
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer = models.load_tokenizer(source)
     model = models.attach_lora(models.load_base_model(cfg.model, source), cfg.model, cfg.trainer.lora)
-    data = task.build_data(tokenizer, model)
-    reward_fns = task.reward_functions()
+    data = with_run_judge(task, task.build_data(tokenizer, model), model, tokenizer)
+    reward_fns = task.reward_functions(data)
     schedule = build_reward_schedule(cfg.reward, reward_fns)
     return TrainerSetup(cfg.model, model, tokenizer, data, RunDir(tmp_path), schedule, reward_fns,
                         seed=cfg.trainer.seed), cfg

@@ -175,7 +175,7 @@ def test_task_reads_bfcl_files_and_scores_per_category(tmp_path):
     data = task.build_data(tokenizer=None)
     assert len(data.train) == 12 and len(data.test) == 8 and task.headline_metric == "bfcl_ast"
     row = data.test[0]
-    rewards = task.reward_functions()
+    rewards = task.reward_functions(data)
     good, bad = row["answer"], "Sure: " + row["answer"]
     assert rewards["bfcl_ast"]([good, bad], bfcl_functions=[row["bfcl_functions"]] * 2,
                                bfcl_ground_truth=[row["bfcl_ground_truth"]] * 2) == [1.0, 0.0]
@@ -457,7 +457,7 @@ def test_the_validation_split_is_a_third_generated_split_and_scores_its_own_extr
     assert validation.train["id"] == test.train["id"] and len(validation.test) == 8
     assert not set(validation.test["id"]) & (set(test.test["id"]) | set(test.train["id"]))
     assert validation.test["prompt"] != test.test["prompt"]
-    assert task.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), None, "final") == {}
+    assert task.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), None, "final", validation) == {}
 
     from ao_calib.runs.run_dir import RunDir
 
@@ -472,12 +472,12 @@ def test_the_validation_split_is_a_third_generated_split_and_scores_its_own_extr
                                           f"task.data.extra_validation_path={other}"]))
     seen = []
     extra = task.extra_evaluations(None, None, lambda rows, **_: seen.extend(rows) or [""] * len(rows),
-                                   RunDir(tmp_path / "run"), "final")["extra_test"]
+                                   RunDir(tmp_path / "run"), "final", validation)["extra_test"]
     assert extra["path"] == str(other) and extra["split"] == "validation"
     assert seen and {r["kind"] for r in seen} == {"parallel"} and extra["num_samples"] == len(seen)
     test_run = build_task(compose_run_config([*base, f"task.data.extra_validation_path={other}"]))
     assert test_run.extra_evaluations(None, None, lambda rows, **_: [""] * len(rows), RunDir(tmp_path / "t"),
-                                      "final")["extra_test"]["path"] == str(FIXTURE)
+                                      "final", test)["extra_test"]["path"] == str(FIXTURE)
     with pytest.raises(Exception, match="eval_split=validation"):
         compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.eval_split=validation"])
 
@@ -495,7 +495,7 @@ def test_an_extra_test_set_is_scored_per_category_at_every_evaluation(tmp_path):
     def generate(rows, condition="own", desc=""):  # what a model that answers every case right would write
         return [r["answer"] if i % 2 == 0 else "no call" for i, r in enumerate(rows)]
 
-    extra = task.extra_evaluations(None, None, generate, run, "final")["extra_test"]
+    extra = task.extra_evaluations(None, None, generate, run, "final", task.build_data(tokenizer=None))["extra_test"]
     assert extra["num_samples"] == 20 and extra["path"] == str(FIXTURE)
     rows = read_jsonl_file(run.predictions("final", "extra"))
     assert len(rows) == 20 and extra["metrics"]["bfcl_ast"] == 0.5

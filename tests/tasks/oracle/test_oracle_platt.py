@@ -14,7 +14,7 @@ from ao_calib.evaluation.evaluate import evaluate
 from ao_calib.judges.label import yes_no
 from ao_calib.models import loading as models
 from ao_calib.runs.run_dir import RunDir
-from ao_calib.task_api import build_task
+from ao_calib.task_api import build_task, with_run_judge
 from ao_calib_tasks.oracle.baselines import own_answer_probabilities
 
 
@@ -29,7 +29,7 @@ def test_the_platt_baseline_is_a_logistic_fit_on_the_validation_rows_applied_to_
     task = build_task(cfg)
     source = models.model_source(cfg.model, cfg.paths.cache_dir)
     tokenizer, model = models.load_tokenizer(source), models.load_base_model(cfg.model, source).eval()
-    data = task.build_data(tokenizer, model)
+    data = with_run_judge(task, task.build_data(tokenizer, model), model, tokenizer)
     template = dict(cfg.model.chat_template_kwargs)
     run_dir = RunDir(tmp_path)
     evaluate(task, model, tokenizer, data, num_samples=cfg.eval.num_samples, batch_size=8, max_new_tokens=12,
@@ -47,7 +47,7 @@ def test_the_platt_baseline_is_a_logistic_fit_on_the_validation_rows_applied_to_
                                 f"{r['answer'] if i % 2 == 0 else flip[r['answer']]}" for i, r in enumerate(rows)]
         return asked["completions"]
 
-    out = task.baselines().logprob_platt(model, tokenizer, answer_validation, run_dir, RunDir.FINAL)
+    out = task.baselines(data).logprob_platt(model, tokenizer, answer_validation, run_dir, RunDir.FINAL)
     validation, completions = asked["rows"], asked["completions"]
     fitted = min(16, cfg.eval.num_samples)  # the fit takes as many validation rows as the evaluation scored, or all
     assert len(validation) == fitted

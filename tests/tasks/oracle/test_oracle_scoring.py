@@ -9,7 +9,7 @@ import pytest
 
 from ao_calib.config.compose import compose_run_config
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
-from ao_calib.task_api import build_task
+from ao_calib.task_api import TaskData, build_task, with_run_judge
 from ao_calib_tasks.oracle.rows import checked_against_reference
 
 TEXT = "I feel positive today: the sun is out over Rome."
@@ -33,14 +33,20 @@ def judged_task(tmp_path, monkeypatch):
         cfg = compose_run_config(["experiment=oracle_tiny", "judge=litellm", "judge.model=openai/test-judge",
                                   f"judge.api_base={server.api_base}", f"judge.cache_dir={tmp_path / 'judge'}",
                                   "judge.backoff_s=0.01"])
-        yield build_task(cfg), server
+        task = build_task(cfg)
+        yield task, judged(task), server
+
+
+def judged(task) -> TaskData:
+    """Data with no rows carrying the run's judge, which is all scoring reads."""
+    return with_run_judge(task, TaskData(train=None, test=None), model=None, tokenizer=None)
 
 
 def test_a_yes_no_reference_is_checked_against_the_answers_yes_or_no_without_the_judge(judged_task):
-    task, server = judged_task
+    task, data, server = judged_task
     completions = ["[epistemic status: 80] yes.", "[epistemic status: 80] No", "[epistemic status: 80] positive",
                    "[epistemic status: 80] ", "Yes"]
-    scores = task.score(completions, [row("Yes", "Is the user's mood positive?")] * len(completions))
+    scores = task.score(completions, [row("Yes", "Is the user's mood positive?")] * len(completions), data)
     assert [s["correct"] for s in scores] == [1.0, 0.0, 0.0, 0.0, 1.0]  # another word, or none, is wrong
     assert all("informativeness" not in s for s in scores) and server.stats.total == 0
     assert [s["confidence"] for s in scores] == [0.8, 0.8, 0.8, 0.8, None]
@@ -48,9 +54,9 @@ def test_a_yes_no_reference_is_checked_against_the_answers_yes_or_no_without_the
 
 def test_an_open_reference_is_scored_by_the_judge_not_by_matching_non_yes_no_answers(judged_task):
     """Reference "positive": on the answer "negative" both are not yes/no, which makes neither the other."""
-    task, server = judged_task
+    task, data, server = judged_task
     completions = ["[epistemic status: 70] negative", "[epistemic status: 70] positive", "[epistemic status: 70] "]
-    scores = task.score(completions, [row("positive")] * 3)
+    scores = task.score(completions, [row("positive")] * 3, data)
     assert [s["correct"] for s in scores] == [0.0, 1.0, 0.0]
     assert [s["informativeness"] for s in scores] == [0.1, 0.9, 0.1] and server.stats.total == 3
     assert not checked_against_reference(row("positive")) and not checked_against_reference(row(None))
@@ -58,7 +64,7 @@ def test_an_open_reference_is_scored_by_the_judge_not_by_matching_non_yes_no_ans
     # a yes/no row and an open one in one evaluation: each is calibrated against its own outcome
     mixed = [{"scores": s, "question": q, "kind": "mood"} for s, q in zip(
         task.score(["[epistemic status: 70] yes", "[epistemic status: 70] negative"],
-                   [row("Yes", "Is the user's mood positive?"), row("positive")]), ("a", "b"))]
+                   [row("Yes", "Is the user's mood positive?"), row("positive")], data), ("a", "b"))]
     metrics = task.aggregate(mixed, None, "test")
     assert metrics["accuracy"] == 0.5 and metrics["informativeness"] == pytest.approx((1.0 + 0.1) / 2)
 
@@ -66,7 +72,7 @@ def test_an_open_reference_is_scored_by_the_judge_not_by_matching_non_yes_no_ans
 def test_with_the_label_judge_an_open_reference_is_masked_not_counted_right(tmp_path):
     task = build_task(compose_run_config(["experiment=oracle_tiny"]))  # judge=label
     scores = task.score(["[epistemic status: 90] negative", "[epistemic status: 90] No"],
-                        [row("positive"), row("No", "Is the user's mood negative?")])
+                        [row("positive"), row("No", "Is the user's mood negative?")], judged(task))
     assert scores[0] == {"confidence": 0.9, "parsed": 1.0, "judge_failed": 1.0}  # no yes/no label to judge by
     assert scores[1]["correct"] == 1.0
     with pytest.raises(ValueError, match="not yes/no"):

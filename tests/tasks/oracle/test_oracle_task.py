@@ -507,15 +507,15 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
 
     built, without = readable_only_warmup(tmp_path, "task.warmup_rows.unstated_tag_only=true")
     seen, original = [], OracleTask.warmup_data
-    # the task itself, to read the vectors its steering holds
-    monkeypatch.setattr(OracleTask, "warmup_data", lambda self, *a: seen.append(self) or original(self, *a))
+    # the data the warm-up is given, to read the vectors its steering holds
+    monkeypatch.setattr(OracleTask, "warmup_data", lambda self, *a: seen.append(a[3]) or original(self, *a))
     tag_only, none = "task.warmup_rows.unstated_tag_only=true", "task.warmup_rows.none_fraction=0.2"
     _, rows = readable_only_warmup(tmp_path, tag_only, none)
     noise = [r for r in rows if r["activation_id"].startswith(NONE_ID_PREFIX)]
     assert [r for r in rows if r not in noise] == without
     assert len(noise) / len(rows) == pytest.approx(0.2, abs=1 / len(rows))
     yes_no = {(r["activation_id"], r["question"], r["answer"]) for r in built}  # each before any open question
-    store = seen[-1].built.steering.store
+    store = seen[-1].steering.store
     for row in noise:
         assert (row["activation_id"][len(NONE_ID_PREFIX):], row["question"], row["answer"]) in yes_no
         assert row["answer_in_loss"] is False and row["readable"] is False

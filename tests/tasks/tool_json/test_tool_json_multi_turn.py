@@ -32,8 +32,8 @@ def test_multi_turn_rows_tools_and_parser(tmp_path):
     episode = json.loads(row[TRAJECTORY])
     assert json.loads(episode[-1]["content"]) == {"final": row["expected_answer"]}
     assert tokenizer.response_template is not None
-    assert set(task.reward_functions()) >= {"episode_reward"}
-    assert task.reward_functions()["episode_reward"]([episode], **{k: [row[k]] for k in
+    assert set(task.reward_functions(data)) >= {"episode_reward"}
+    assert task.reward_functions(data)["episode_reward"]([episode], **{k: [row[k]] for k in
                                                                    ("tool", "tool_args", "expected_answer")}) \
         == [1.2 if row["tool"] else 1.0]
 
