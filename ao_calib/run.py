@@ -316,6 +316,9 @@ def check_config(cfg: DictConfig) -> None:
     """Every check a run makes on its config before it starts: the same for a run, ``--cfg job`` and a sweep's job."""
     check_recipe_choices()  # first: a group choice the recipe merged over would show up as a stranger error
     validate_plugins(cfg)
+    from ao_calib.task_api import check_task_class
+
+    check_task_class(cfg)
     extra = unknown_keys(cfg)
     if extra:
         raise unknown_keys_error(extra)

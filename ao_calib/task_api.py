@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 from ao_calib.calibration.contract import scored_confidence
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.plugins import TaskConfig, plugin_class
-from ao_calib.core.settings import default_of
 from ao_calib.tools import TRAJECTORY  # noqa: F401 -- part of the task API (a row's whole episode, for SFT)
 from ao_calib.evaluation.config import EvalConfig
 from ao_calib.rewards import RewardFn
@@ -74,10 +73,10 @@ class TaskContext:
     model: Any  # ao_calib.models.config.ModelConfig: the base model's settings (layout, chat template options, ...)
     seed: int  # trainer.seed: the run's one seed, for whatever a task draws unless a task key sets its own
     cache_dir: str  # paths.cache_dir: rebuildable artefacts (generated data, activations)
+    eval_seed: int  # eval.seed: drawn held-out samples
     reward_names: frozenset[str] = frozenset()  # every reward component the run's mix weighs, in any phase
     stages: tuple[str, ...] = ()  # the trainer names of the run's stages, in order (a warm-up first)
     judge: Any = None  # the judge's typed settings; None for judge=none
-    eval_seed: int = default_of(EvalConfig, "seed")  # eval.seed: drawn held-out samples
     lora_overrides: Any = None  # trainer.lora: the run's LoRA choices over model.lora (a task that trains one)
 
     def seed_or(self, explicit: int | None) -> int:
@@ -322,9 +321,10 @@ def run_totals(task: Task, data: TaskData) -> dict:
 DATA_STEPS = ("reward_functions", "score", "extra_evaluations", "summary")
 
 
-def check_step_signatures(cls: type) -> None:
-    """Refuses a task class written for the API before the data was passed to its steps, naming each step (at
-    start-up, with the task's settings: ``ao_calib.config.compose.validate_plugins``)."""
+def check_task_class(cfg) -> None:
+    """Refuses, before any model loads, a task class written for the API before the data was passed to its
+    steps, naming each step."""
+    cls = plugin_class("task", cfg.task.get("_target_"))
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         return  # build_task names what is wrong with it
     old = [name for name in DATA_STEPS if "data" not in inspect.signature(getattr(cls, name)).parameters]

@@ -61,10 +61,6 @@ def validate_plugins(cfg, migrate: bool = False) -> None:
         if node is None:
             continue
         cls = plugin_class(group, node.get("_target_"))
-        if group == "task" and cls is not None:
-            from ao_calib.task_api import check_step_signatures
-
-            check_step_signatures(cls)
         schema = getattr(cls, "config_class", None) or (TaskConfig if group == "task" else PluginConfig)
         moved_keys(node, schema, group, migrate=migrate)
         try:
