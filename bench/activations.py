@@ -19,7 +19,7 @@ from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.steering.activations import (ActivationCache, ExtractionStats, PositionRule, extract_activations,
                                   layer_indices, target_text)
 from bench.report import device_name, update_benchmarks
-from ao_calib_tasks.oracle.generate import generate_rows
+from ao_calib_tasks.oracle.rows.generate import generate_rows
 
 
 def timed(fn, repeats: int) -> float:

@@ -34,7 +34,7 @@ def main() -> None:
 
     from ao_calib.config.compose import load_run_config
     from ao_calib.models import loading as models
-    from ao_calib_tasks.oracle.baselines import own_answer_probabilities
+    from ao_calib_tasks.oracle.baselines.probabilities import own_answer_probabilities
 
     cfg = load_run_config(args.run / "config.yaml")
     source = models.model_source(cfg.model, cfg.paths.cache_dir)

@@ -42,7 +42,7 @@ def _data(cfg, split: str, tokenizer, model):
 
 
 def baselines(run: Path, adapter: Path, validation_tag: str, test_tag: str) -> dict:
-    from ao_calib_tasks.oracle.baselines import own_answer_probabilities
+    from ao_calib_tasks.oracle.baselines.probabilities import own_answer_probabilities
 
     from ao_calib.calibration import metrics as cm
     from ao_calib.calibration.recalibration import PlattScaling

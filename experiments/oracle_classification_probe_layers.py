@@ -16,8 +16,8 @@ from collections import defaultdict
 import numpy as np
 
 from experiments.oracle_reading_loop import oracle_and_data
-from ao_calib_tasks.oracle import confidence_baselines as cb
-from ao_calib_tasks.oracle.rows import activation_id
+from ao_calib_tasks.oracle.baselines import methods as cb
+from ao_calib_tasks.oracle.rows.oracle import activation_id
 
 
 def probe_accuracy(seed: int, percent: int, overrides: list[str]) -> dict[str, float]:

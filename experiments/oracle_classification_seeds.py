@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ao_calib.calibration.per_dataset import dataset_figures
 from ao_calib.runs.run_dir import RunDir
-from ao_calib_tasks.oracle.confidence_baselines import condition_rows
+from ao_calib_tasks.oracle.baselines.methods import condition_rows
 
 BASELINES = ("logprob", "logprob_platt", "mode", "warmup", "text_rule")  # the stated number must rank above each
 

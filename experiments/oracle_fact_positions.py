@@ -15,7 +15,7 @@ import argparse
 import statistics
 
 import torch
-from ao_calib_tasks.oracle.generate import MOODS, TOPICS, generate_rows
+from ao_calib_tasks.oracle.rows.generate import MOODS, TOPICS, generate_rows
 
 from ao_calib.config.compose import compose_run_config
 from ao_calib.core.settings import plain

@@ -46,7 +46,7 @@ def baselines(run: Path, calibration_prompts: int) -> tuple[dict[str, dict], dic
     from ao_calib.models import loading as models
     from ao_calib.runs.run_dir import RunDir
     from ao_calib.task_api import build_task, with_run_judge
-    from ao_calib_tasks.oracle.baselines import fresh_rows, own_answer_probabilities
+    from ao_calib_tasks.oracle.baselines.probabilities import fresh_rows, own_answer_probabilities
 
     run_dir = RunDir(run)
     cfg = load_run_config(run_dir.config)

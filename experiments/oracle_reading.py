@@ -102,7 +102,7 @@ def probe_accuracy(steering, train_rows: list[dict], test_rows: list[dict]) -> d
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from ao_calib_tasks.oracle.generate import asked_fact
+    from ao_calib_tasks.oracle.rows.generate import asked_fact
 
     def target(row) -> tuple[str, int] | None:
         asked = asked_fact(row["question"])

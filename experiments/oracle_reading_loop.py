@@ -34,7 +34,7 @@ import random
 import time
 
 import torch
-from ao_calib_tasks.oracle.generate import CITIES, MOODS, NOT_STATED, TOPICS
+from ao_calib_tasks.oracle.rows.generate import CITIES, MOODS, NOT_STATED, TOPICS
 
 from ao_calib.calibration.metrics import auroc
 from ao_calib.config.compose import compose_run_config

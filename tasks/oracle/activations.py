@@ -11,7 +11,7 @@ import torch
 from ao_calib.steering.activations import ActivationCache, ExtractionStats, extract_activations
 
 from .config import OracleActivationsConfig
-from .rows import activation_id
+from .rows.oracle import activation_id
 from .steering import position_rule
 
 Vectors = dict[int, torch.Tensor]  # one prompt's (K, d) vectors per layer

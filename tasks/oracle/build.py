@@ -13,8 +13,8 @@ from ao_calib.task_api import TaskContext, TaskData
 from .activations import Extractor, centered, training_mean
 from .config import OracleTaskConfig
 from .prompt import placeholder_token_id
-from .rows import Draw, as_dataset, draw, held_out_draws, oracle_rows
-from .sources import SourceRows
+from .rows.oracle import Draw, as_dataset, draw, held_out_draws, oracle_rows
+from .rows.sources import SourceRows
 from .steering import ActivationSteering
 
 log = logging.getLogger(__name__)

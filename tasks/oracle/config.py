@@ -12,7 +12,7 @@ from ao_calib.core.settings import Checked, above, at_least, one_of, setting, wi
 
 @dataclass
 class OracleGeneratedDataConfig(Checked):
-    """The offline generator of prompts with known yes/no answers (ao_calib_tasks.oracle.generate)."""
+    """The offline generator of prompts with known yes/no answers (ao_calib_tasks.oracle.rows.generate)."""
 
     config_key = "task.data.generate"
 
@@ -145,8 +145,8 @@ class OracleActivationsConfig(Checked):
 
 @dataclass
 class ClassificationEvalConfig(Checked):
-    """The reference's yes/no classification suite (ao_calib_tasks.oracle.classification), scored for accuracy and
-    calibration in every oracle evaluation when enabled."""
+    """The reference's yes/no classification suite (ao_calib_tasks.oracle.classification.datasets), scored for
+    accuracy and calibration in every oracle evaluation when enabled."""
 
     config_key = "task.classification"
 

@@ -12,7 +12,7 @@ import re
 
 from ao_calib.judges.label import yes_no
 from ao_calib.judges.rule_server import ANSWER_LINE, main
-from .generate import true_answer
+from .rows.generate import true_answer
 
 TEXT_BLOCK = re.compile(r"Text:\n<<<\n(.*?)\n>>>", re.S)
 QUESTION_LINE = re.compile(r"^Question about the text:\s*(.*)$", re.M)

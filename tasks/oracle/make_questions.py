@@ -13,7 +13,7 @@ around it are fine), its questions are stripped, de-duplicated and capped at N.
 Input (``--prompts``): JSONL, or a JSON list, of rows with a ``prompt`` (or ``wildchat_question``) field and an
 optional language field; or a plain text file with one prompt per line. Output (``--out``): JSONL, one object per
 prompt, ``{"wildchat_question", "language", "oracle_questions", ...the row's other fields}``, which
-``ao_calib_tasks.oracle.data.load_wildchat`` reads; written atomically, in input order.
+``ao_calib_tasks.oracle.rows.files.load_wildchat`` reads; written atomically, in input order.
 
 Limits are the judge's (``ao_calib.judges.litellm_judge``): at most ``--max-concurrency`` requests at once, a
 timeout per request, and retries with exponential backoff on 429/5xx/timeouts/lost connections and on replies

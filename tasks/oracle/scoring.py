@@ -14,7 +14,7 @@ from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import calibration_figures
 
-from .rows import checked_against_reference, is_open_class, names_class
+from .rows.oracle import checked_against_reference, is_open_class, names_class
 
 log = logging.getLogger(__name__)
 

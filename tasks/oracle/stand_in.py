@@ -28,7 +28,7 @@ from ao_calib.steering import steer
 from ao_calib.steering.activations import extract_activations, layer_indices
 from ao_calib.trainers.sft import end_of_turn
 
-from .generate import generate_splits
+from .rows.generate import generate_splits
 from .prompt import encode_oracle_prompt, placeholder_token_id
 from .steering import position_rule
 

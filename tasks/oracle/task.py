@@ -1,6 +1,7 @@
 """task=oracle: an Activation Oracle reads a target prompt's activations and answers with its confidence. The
-task is a facade: its rows are built in ``build``/``rows``, each stage's in ``stage_rows``/``format_warmup``, the
-scoring in ``scoring``, the baselines in ``answer_probability`` and the classification suite in ``suite``."""
+task is a facade: its rows come from ``rows`` (sources, each stage's rows) and ``build`` (activations, steering),
+the scoring from ``scoring``, the confidences it must beat from ``baselines`` and the paper's classification data and
+suite from ``classification``."""
 
 from __future__ import annotations
 
@@ -16,17 +17,18 @@ from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
 from ao_calib.task_api import Task, TaskContext, TaskData, TaskRequirements, calibration_figure_names
 
-from . import scoring, stage_rows
-from .answer_probability import Baselines
+from . import scoring
+from .rows import stages as stage_rows
+from .baselines.answer_probability import Baselines
 from .build import build_oracle_data
 from .config import OracleTaskConfig
-from .format_warmup import format_targets
-from .held_out import load_held_out_rows
+from .rows.format_warmup import format_targets
+from .rows.held_out import load_held_out_rows
 from .prompt import JUDGE_PROMPT
 from .rewards import make_oracle_reward
-from .rows import as_dataset
-from .sources import SourceRows, check_judge_only_setup, source_rows
-from .suite import classification_suite
+from .rows.oracle import as_dataset
+from .rows.sources import SourceRows, check_judge_only_setup, source_rows
+from .classification.suite import classification_suite
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +189,7 @@ class OracleTask(Task):
                          functools.partial(self.score, data=data))
 
     def extra_evaluations(self, model, tokenizer, generate, run_dir: RunDir, tag: str, data: TaskData) -> dict:
-        from .confidence_baselines import per_dataset, probe_readability
+        from .baselines.methods import per_dataset, probe_readability
 
         built = data.state
         baselines = self.baselines(data)

@@ -14,7 +14,7 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.config.search import check_objective_name, check_search
 from ao_calib.core.errors import AOCalibError
 from ao_calib.task_api import build_task
-from ao_calib_tasks.oracle.rows import activation_id
+from ao_calib_tasks.oracle.rows.oracle import activation_id
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.configs import composed
 from tests.helpers.files import read_jsonl

@@ -260,7 +260,7 @@ def test_judge_outage_alerts_at_once_then_stops_the_run_naming_the_judge():
 
 
 def test_non_utf8_bytes_name_the_file_and_line(tmp_path):
-    from ao_calib_tasks.oracle.data import load_labelled_rows, load_wildchat
+    from ao_calib_tasks.oracle.rows.files import load_labelled_rows, load_wildchat
 
     good = json.dumps({"prompt": "p", "question": "q", "answer": "Yes"})
     path = tmp_path / "rows.jsonl"
@@ -272,7 +272,7 @@ def test_non_utf8_bytes_name_the_file_and_line(tmp_path):
 
 
 def test_a_bad_row_names_file_line_and_field(tmp_path):
-    from ao_calib_tasks.oracle.data import load_labelled_rows
+    from ao_calib_tasks.oracle.rows.files import load_labelled_rows
 
     path = tmp_path / "rows.jsonl"
     path.write_text("\n" + json.dumps({"prompt": "p", "question": "q", "answer": "maybe"}) + "\n")
@@ -281,7 +281,7 @@ def test_a_bad_row_names_file_line_and_field(tmp_path):
 
 
 def test_a_missing_data_file_is_one_line_and_exit_2(tmp_path):
-    from ao_calib_tasks.oracle.data import load_labelled_rows
+    from ao_calib_tasks.oracle.rows.files import load_labelled_rows
     from ao_calib_tasks.tool_json.data import load_rows
 
     for load in (load_labelled_rows, load_rows):

@@ -78,7 +78,7 @@ ROOMS = {
                  "steering", "tools"},
     "reporting": {"calibration", "core", "evaluation", "runs", "runtime"},
     "config": {"calibration", "core", "evaluation", "judges", "models", "monitoring", "runs", "runtime", "trainers"},
-    "task_api": {"calibration", "config", "core", "evaluation", "models", "rewards", "runs", "tools"},
+    "task_api": {"calibration", "config", "core", "evaluation", "judges", "models", "rewards", "runs", "tools"},
 }
 COMMANDS = {"run", "eval", "export", "score", "report", "plot", "cli"}
 

@@ -83,7 +83,7 @@ def test_the_unpacked_package_reads_its_own_copies_from_an_empty_folder(wheel, t
     assert "packaged_only" in run("-m", "ao_calib.run", "--help")  # Hydra's config folder is the package's copy
     code = ("from hydra import compose, initialize_config_dir; "
             "from ao_calib.config.compose import CONF_DIR, register_schemas; "
-            "from ao_calib_tasks.oracle.classification_catalog import shipped_data_dir; register_schemas(); "
+            "from ao_calib_tasks.oracle.classification.catalog import shipped_data_dir; register_schemas(); "
             "initialize_config_dir(config_dir=str(CONF_DIR), version_base='1.3'); "
             "cfg = compose('config', ['experiment=function_call_smollm2']); "
             "print(cfg.task.data.extra_test_path, cfg.paths.output_dir, shipped_data_dir())")

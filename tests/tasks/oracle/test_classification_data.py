@@ -1,4 +1,4 @@
-"""Classification evaluation sets (tasks/oracle/classification.py), on tiny hand-written fixtures in the real
+"""Classification evaluation sets (tasks/oracle/classification/datasets.py), on tiny hand-written fixtures in the real
 formats (tests/fixtures/ao_classification). One test reads slices of the real reference files
 (tests/fixtures/ao_classification_real)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib.core.errors import AOCalibError, DataValidationError
-from ao_calib_tasks.oracle.classification import (
+from ao_calib_tasks.oracle.classification.datasets import (
     DATASETS,
     FILE_DATASETS,
     HUB_DATASETS,
@@ -22,7 +22,7 @@ from ao_calib_tasks.oracle.classification import (
     load_classification,
     load_suite,
 )
-from ao_calib_tasks.oracle.classification_files import ner_sentences
+from ao_calib_tasks.oracle.classification.files import ner_sentences
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ao_classification"
 # Slices of the real reference files (adamkarvonen/activation_oracles, MIT): see that folder's README.md.

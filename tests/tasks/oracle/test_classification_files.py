@@ -1,5 +1,5 @@
 """The shipped classification data (data/ao_classification), the Engels probes, ``load_labelled_file`` for every
-paper format, and questions drawn from all paraphrases (tasks/oracle/classification.py). Malformed files are
+paper format, and questions drawn from all paraphrases (tasks/oracle/classification/datasets.py). Malformed files are
 written in tmp_path."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from ao_calib.core import shipped
 from ao_calib.core.errors import DataValidationError, MissingDataFileError
-from ao_calib_tasks.oracle.classification import (
+from ao_calib_tasks.oracle.classification.datasets import (
     ENGELS_DATASETS,
     ENGELS_PROBES,
     QUESTION_PREFIX,

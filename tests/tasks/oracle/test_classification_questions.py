@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ao_calib_tasks.oracle.classification import QUESTION_PREFIX, TENSES, load_folder
-from ao_calib_tasks.oracle.classification_catalog import CLASS_WORDS, ENGELS_PROBES
-from ao_calib_tasks.oracle.classification_reading import asked_in, balanced_asks, shipped_paraphrases
-from ao_calib_tasks.oracle.confidence_baselines import probe_key
-from ao_calib_tasks.oracle.rows import names_class
+from ao_calib_tasks.oracle.classification.datasets import QUESTION_PREFIX, TENSES, load_folder
+from ao_calib_tasks.oracle.classification.catalog import CLASS_WORDS, ENGELS_PROBES
+from ao_calib_tasks.oracle.classification.reading import asked_in, balanced_asks, shipped_paraphrases
+from ao_calib_tasks.oracle.baselines.methods import probe_key
+from ao_calib_tasks.oracle.rows.oracle import names_class
 from ao_calib_tasks.oracle.steering import pair_controls
 
 SHIPPED = Path(__file__).resolve().parents[3] / "data" / "ao_classification"

@@ -1,5 +1,5 @@
 """Train / validation / test rows split by statement, with the Engels probes as out-of-distribution test rows
-(tasks/oracle/classification.py, ``split_by_prompt``)."""
+(tasks/oracle/classification/datasets.py, ``split_by_prompt``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ao_calib.core.errors import DataValidationError
-from ao_calib_tasks.oracle.classification import OOD_SPLIT, SPLITS, load_classification, split_by_prompt
+from ao_calib_tasks.oracle.classification.datasets import OOD_SPLIT, SPLITS, load_classification, split_by_prompt
 
 SHIPPED = Path(__file__).resolve().parents[3] / "data" / "ao_classification"
 NAMES = ("geometry_of_truth", "relations", "tense", "singular_plural", "engels_hist_fig_ismale",

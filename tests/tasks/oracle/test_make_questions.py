@@ -14,7 +14,7 @@ import pytest
 
 from ao_calib.judges.requests import PLACEHOLDER_API_KEY
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
-from ao_calib_tasks.oracle.data import load_wildchat
+from ao_calib_tasks.oracle.rows.files import load_wildchat
 from ao_calib_tasks.oracle.make_questions import QuestionCache, QuestionWriter, main, make_questions, question_key
 from ao_calib_tasks.oracle.question_files import parse_questions, read_prompts
 from tests.helpers.commands import run_cli

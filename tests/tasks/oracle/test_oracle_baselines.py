@@ -48,7 +48,7 @@ def by_hand(model, tokenizer, steering, row, completion, template, answers) -> f
 # one token an answer (one pass over the tag, rows batched) and several (both texts scored, a row at a time)
 @pytest.mark.parametrize("answers", [("Yes", "No"), ("Yes indeed", "No")])
 def test_own_answer_probabilities_are_the_answers_log_probabilities_after_the_tag(oracle, monkeypatch, answers):
-    from ao_calib_tasks.oracle import baselines
+    from ao_calib_tasks.oracle.baselines import probabilities as baselines
 
     model, tokenizer, steering, rows, template = oracle
     monkeypatch.setattr(baselines, "ANSWERS", answers)

@@ -15,7 +15,7 @@ from ao_calib.config.compose import compose_run_config
 from ao_calib.core.errors import DataValidationError
 from ao_calib.core.io import json_safe
 from ao_calib.task_api import build_task
-from ao_calib_tasks.oracle.classification import is_engels
+from ao_calib_tasks.oracle.classification.datasets import is_engels
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.files import read_jsonl
 

@@ -270,7 +270,7 @@ def test_the_seed_path_offline_pretrained_oracle_format_warmup_grpo_and_judged_c
     a pretrained oracle that writes no tag (the stand-in), format warm-up, GRPO, held-out calibration against
     the judge."""
     from ao_calib.judges.rule_server import Behaviour, JudgeServer
-    from ao_calib_tasks.oracle.generate import generate_rows
+    from ao_calib_tasks.oracle.rows.generate import generate_rows
     from ao_calib_tasks.oracle.judge_server import generated_truth_rule
 
     questions: dict[str, list[str]] = {}

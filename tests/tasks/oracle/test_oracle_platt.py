@@ -15,7 +15,7 @@ from ao_calib.judges.label import yes_no
 from ao_calib.models import loading as models
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.task_api import build_task, with_run_judge
-from ao_calib_tasks.oracle.baselines import own_answer_probabilities
+from ao_calib_tasks.oracle.baselines.probabilities import own_answer_probabilities
 
 
 def logit(p) -> np.ndarray:

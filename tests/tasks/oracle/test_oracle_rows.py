@@ -10,10 +10,10 @@ import torch
 
 from ao_calib.calibration import parse_epistemic_status
 from ao_calib.core.errors import AOCalibError
-from ao_calib_tasks.oracle import stage_rows
+from ao_calib_tasks.oracle.rows import stages as stage_rows
 from ao_calib_tasks.oracle.config import OracleRLRowsConfig, OracleWarmupRowsConfig
-from ao_calib_tasks.oracle.generate import NOT_STATED, OPEN_QUESTIONS
-from ao_calib_tasks.oracle.rows import (NONE_ID_PREFIX, activation_id, draw, held_out_draws, oracle_rows,
+from ao_calib_tasks.oracle.rows.generate import NOT_STATED, OPEN_QUESTIONS
+from ao_calib_tasks.oracle.rows.oracle import (NONE_ID_PREFIX, activation_id, draw, held_out_draws, oracle_rows,
                                         wildchat_split)
 from tests.helpers.commands import run_cli
 

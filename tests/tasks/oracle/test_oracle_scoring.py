@@ -10,7 +10,7 @@ import pytest
 from ao_calib.config.compose import compose_run_config
 from ao_calib.judges.rule_server import Behaviour, JudgeServer
 from ao_calib.task_api import TaskData, build_task, with_run_judge
-from ao_calib_tasks.oracle.rows import checked_against_reference
+from ao_calib_tasks.oracle.rows.oracle import checked_against_reference
 
 TEXT = "I feel positive today: the sun is out over Rome."
 

@@ -12,8 +12,8 @@ from ao_calib.calibration import CalibrationConfig
 from ao_calib.core.errors import DataValidationError
 from ao_calib.judges import JudgeItem, LabelJudge
 from ao_calib.judges.label import yes_no
-from ao_calib_tasks.oracle.data import load_labelled_rows
-from ao_calib_tasks.oracle.generate import generate_splits
+from ao_calib_tasks.oracle.rows.files import load_labelled_rows
+from ao_calib_tasks.oracle.rows.generate import generate_splits
 from ao_calib_tasks.oracle.prompt import find_placeholder_positions, oracle_user_text
 from ao_calib_tasks.oracle.rewards import make_oracle_reward
 
@@ -117,7 +117,7 @@ def test_labelled_loader_names_row_and_field(tmp_path):
 
 
 def test_wildchat_loader_flattens_keeps_extras_and_reports_bad_rows(tmp_path, caplog):
-    from ao_calib_tasks.oracle.data import load_wildchat
+    from ao_calib_tasks.oracle.rows.files import load_wildchat
 
     records = [
         {"wildchat_question": "Help me fix my Python code", "language": "english", "oracle_questions": [
@@ -176,7 +176,7 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
     from ao_calib.calibration import CONFIDENCE_INSTRUCTION
     from ao_calib.config.compose import compose_run_config
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.rows import activation_id, oracle_row
+    from ao_calib_tasks.oracle.rows.oracle import activation_id, oracle_row
 
     cfg = compose_run_config(["experiment=oracle_tiny", f"task.prompt.confidence_instruction={str(asked).lower()}"])
     row = oracle_row({"prompt": "p", "question": "Is it?", "answer": "Yes"},
@@ -189,7 +189,7 @@ def test_confidence_instruction_is_appended_only_when_asked(asked):
 def test_format_warmup_tags_answers_with_the_hit_rate_of_their_kind():
     """warmup.confidence=kind_mean: an answer's tag is the judge's mean score over its kind's own answers, which
     the oracle can know before answering (the answer's own score it cannot); masked answers stay untagged."""
-    from ao_calib_tasks.oracle.format_warmup import kind_means
+    from ao_calib_tasks.oracle.rows.format_warmup import kind_means
 
     kinds = ["mood", "topic", "mood", "topic", "mood", "city"]
     scores = [0.95, 0.05, 0.95, 0.95, None, 0.05]
@@ -235,7 +235,7 @@ def test_unstated_facts_vary_readability_inside_one_question_text():
     defaults the rows are the ones the generator always made."""
     from collections import defaultdict
 
-    from ao_calib_tasks.oracle.generate import generate_splits, true_answer
+    from ao_calib_tasks.oracle.rows.generate import generate_splits, true_answer
 
     train, validation, test = generate_splits(120, 40, 2, ["mood", "topic"], 5, n_validation_prompts=40,
                                               stated_fraction=0.5, phrasings=3)
@@ -263,7 +263,7 @@ def test_each_oracle_preset_bed_varies_readability_inside_one_question_text(expe
     alone can tell which rows are readable; and the split holds both kinds of row in number."""
     from collections import defaultdict
 
-    from ao_calib_tasks.oracle.generate import generate_splits_for
+    from ao_calib_tasks.oracle.rows.generate import generate_splits_for
 
     from ao_calib.config.compose import compose_run_config
 
@@ -288,7 +288,7 @@ def test_a_prompts_length_does_not_tell_whether_it_states_the_fact(seed):
     readable rows no better than chance; without it they did (a mood sentence is the only one of its length)."""
     from sklearn.metrics import roc_auc_score
 
-    from ao_calib_tasks.oracle.generate import MOOD_WORDS, generate_splits, true_answer
+    from ao_calib_tasks.oracle.rows.generate import MOOD_WORDS, generate_splits, true_answer
 
     def length_auroc(rows, kind, size):
         rows = [r for r in rows if r["kind"] == kind]
@@ -402,7 +402,7 @@ def test_the_sft_warmup_can_ask_a_share_of_its_rows_as_open_questions(tmp_path):
     from ao_calib.config.compose import compose_run_config
     from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.generate import OPEN_QUESTIONS
+    from ao_calib_tasks.oracle.rows.generate import OPEN_QUESTIONS
 
     cfg = compose_run_config(["experiment=oracle_tiny", "task.warmup_rows.open_fraction=0.5",
                               "task.data.generate.questions_per_prompt=3", f"paths.cache_dir={tmp_path}"])
@@ -453,7 +453,7 @@ def test_the_sft_warmup_can_teach_that_an_unstated_fact_is_not_stated(tmp_path):
     open, the same rows warmup_rows.open_fraction chose without the option) and every unstated row is asked as the
     open question about its fact, answered "not stated", never as its coin-flip yes/no question."""
     from ao_calib.calibration import parse_epistemic_status
-    from ao_calib_tasks.oracle.generate import NOT_STATED, OPEN_QUESTIONS
+    from ao_calib_tasks.oracle.rows.generate import NOT_STATED, OPEN_QUESTIONS
 
     built, without = readable_only_warmup(tmp_path)
     _, with_unstated = readable_only_warmup(tmp_path, "task.warmup_rows.open_unstated=true")
@@ -502,7 +502,7 @@ def test_the_sft_warmup_can_add_rows_that_read_random_vectors_with_their_tag_alo
     from ao_calib.config.compose import compose_run_config
     from ao_calib.core.errors import AOCalibError
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.rows import NONE_ID_PREFIX
+    from ao_calib_tasks.oracle.rows.oracle import NONE_ID_PREFIX
     from ao_calib_tasks.oracle.task import OracleTask
 
     built, without = readable_only_warmup(tmp_path, "task.warmup_rows.unstated_tag_only=true")
@@ -543,7 +543,7 @@ def test_rl_rows_carry_random_vectors_and_the_unreadable_share_in_the_main_stage
     from ao_calib.config.compose import compose_run_config
     from ao_calib.models import loading as models
     from ao_calib.task_api import build_task
-    from ao_calib_tasks.oracle.rows import NONE_ID_PREFIX
+    from ao_calib_tasks.oracle.rows.oracle import NONE_ID_PREFIX
 
     cfg_overrides = ["experiment=oracle_tiny", "task.data.generate.stated_fraction=0.8",
                      "task.rl_rows.none_fraction=0.25", "task.rl_rows.unreadable_fraction=0.4",

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
 from ao_calib.core.errors import AOCalibError
 
-from .classification_catalog import OPEN_FORM
-from .config import OracleRLRowsConfig, OracleWarmupRowsConfig
+from ..classification.catalog import OPEN_FORM
+from ..config import OracleRLRowsConfig, OracleWarmupRowsConfig
 from .generate import NOT_STATED, open_question
-from .prompt import oracle_messages
-from .rows import NONE_ID_PREFIX, answers_drawn_from, question_text
-from .steering import noise_like
+from ..prompt import oracle_messages
+from .oracle import NONE_ID_PREFIX, answers_drawn_from, question_text
+from ..steering import noise_like
 
 log = logging.getLogger(__name__)
 

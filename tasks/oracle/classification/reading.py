@@ -16,7 +16,7 @@ from typing import Any
 
 from ao_calib.core.errors import DataValidationError, MissingDataFileError
 
-from .classification_catalog import (FILLED_GROUPS, NO, QUESTION_FILE, QUESTION_PREFIX, QUESTIONS, YES,
+from .catalog import (FILLED_GROUPS, NO, QUESTION_FILE, QUESTION_PREFIX, QUESTIONS, YES,
                                      ClassificationDataUnavailable, shipped_data_dir)
 
 

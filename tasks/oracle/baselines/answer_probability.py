@@ -14,10 +14,10 @@ from ao_calib.core.io import write_jsonl
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
 
-from .build import OracleBuild
-from .config import OracleTaskConfig
-from .rows import activation_id, asks_yes_no
-from .scoring import scores_held_out_rows
+from ..build import OracleBuild
+from ..config import OracleTaskConfig
+from ..rows.oracle import activation_id, asks_yes_no
+from ..scoring import scores_held_out_rows
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Baselines:
         from ao_calib.calibration.recalibration import PlattScaling
         from ao_calib.evaluation.evaluate import held_out_sample
 
-        from .baselines import own_answer_probabilities
+        from .probabilities import own_answer_probabilities
 
         built = self.built
         # a statement the evaluation scores (a held-out file may hold validation rows) is never fitted on
@@ -124,7 +124,7 @@ class Baselines:
         naming ``baselines.<name>``, when the file's rows are not those."""
         from ao_calib.evaluation.evaluate import rows_of_records
 
-        from .baselines import own_answer_probabilities
+        from .probabilities import own_answer_probabilities
 
         path = run_dir.predictions(tag)
         records = [json.loads(line) for line in path.read_text().splitlines()]
@@ -176,7 +176,7 @@ class Baselines:
         figures for eval.json."""
         from ao_calib.evaluation.evaluate import rows_of_records
 
-        from . import confidence_baselines as cb
+        from . import methods as cb
 
         if distributed.is_distributed() and distributed.sharded():
             log.warning("task.baselines_suite: skipped under a sharded model (it scores on the main process)")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ao_calib.core.errors import DataValidationError
 
-from .classification import is_engels, load_labelled_file
-from .data import load_labelled_rows
+from ..classification.datasets import is_engels, load_labelled_file
+from .files import load_labelled_rows
 
 
 def load_held_out_rows(path: str | Path, seed: int = 0, all_paraphrases: bool = False) -> list[dict]:

@@ -13,10 +13,10 @@ from collections import Counter
 
 from ao_calib.core.errors import AOCalibError
 
-from .classification import OOD_SPLIT, is_engels, load_folder, shipped_data_dir, split_by_prompt
-from .classification_catalog import OPEN_FORM, OPEN_GROUP
-from .classification_splits import balanced, question_key
-from .config import OracleClassificationDataConfig
+from .datasets import OOD_SPLIT, is_engels, load_folder, shipped_data_dir, split_by_prompt
+from .catalog import OPEN_FORM, OPEN_GROUP
+from .splits import balanced, question_key
+from ..config import OracleClassificationDataConfig
 
 KEY = "task.data.classification"
 SPLITS = ("train", "validation", "test")

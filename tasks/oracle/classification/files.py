@@ -12,10 +12,10 @@ from pathlib import Path
 
 from ao_calib.core.errors import DataValidationError
 
-from .classification_catalog import (AG_NEWS_TOPICS, CLASS_WORDS, ENGELS_PREFIX, ENGELS_PROBES, ENGELS_TARGETS,
+from .catalog import (AG_NEWS_TOPICS, CLASS_WORDS, ENGELS_PREFIX, ENGELS_PROBES, ENGELS_TARGETS,
                                      GMT_FILES, GMT_LABELS, NUMBERS, OPEN_QUESTIONS, OPEN_TWO_CLASSES, TENSES,
                                      ClassificationDataUnavailable)
-from .classification_reading import (Asker, Statement, balanced_asks, balanced_flags, choice_of, load_paraphrases,
+from .reading import (Asker, Statement, balanced_asks, balanced_flags, choice_of, load_paraphrases,
                                      nonempty, paraphrase_group, pick_labelled, question_row, read_csv, read_json,
                                      require_file, round_robin, shuffled)
 
@@ -352,8 +352,8 @@ LAYOUTS: tuple[str, ...] = (*CSV_LAYOUTS, "relations", "tense", "labelled_jsonl"
 
 
 def jsonl_rows(path: Path) -> list[dict]:
-    """The project's labelled JSONL rows (read by ao_calib_tasks.oracle.data), with a dataset and question group."""
-    from .data import load_labelled_rows  # lazy: it imports datasets
+    """The project's labelled JSONL rows (read by ``rows.files``), with a dataset and question group."""
+    from ..rows.files import load_labelled_rows  # lazy: it imports datasets
 
     rows = []
     for row in load_labelled_rows(path, "labelled data file"):

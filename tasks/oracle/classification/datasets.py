@@ -58,14 +58,14 @@ from pathlib import Path
 
 from ao_calib.core.errors import AOCalibError, MissingDataFileError
 
-from .classification_catalog import (DATA_FILES, DATASETS, ENGELS_DATASETS, ENGELS_FILES, ENGELS_PREFIX,
+from .catalog import (DATA_FILES, DATASETS, ENGELS_DATASETS, ENGELS_FILES, ENGELS_PREFIX,
                                      ENGELS_PROBES, FILE_DATASETS, HUB_DATASETS, HUB_SOURCES, KNOWN, OOD_SPLIT,
                                      QUESTION_PREFIX, QUESTIONS, SPLITS, TENSES, ClassificationDataUnavailable,
                                      HubLoader, is_engels, shipped_data_dir)
-from .classification_files import FILE_BUILDERS, FILE_ROWS, detect_layout, engels_file_rows, engels_probe, jsonl_rows
-from .classification_hub import HUB_BUILDERS, call_hub
-from .classification_reading import asker, load_paraphrases, nearest_question_file, question_file_in, require_file
-from .classification_splits import split_by_prompt
+from .files import FILE_BUILDERS, FILE_ROWS, detect_layout, engels_file_rows, engels_probe, jsonl_rows
+from .hub import HUB_BUILDERS, call_hub
+from .reading import asker, load_paraphrases, nearest_question_file, question_file_in, require_file
+from .splits import split_by_prompt
 
 # the names the task's modules and its tests read from here, wherever they are defined
 __all__ = ["DATASETS", "ENGELS_DATASETS", "ENGELS_PROBES", "FILE_DATASETS", "HUB_DATASETS", "OOD_SPLIT",

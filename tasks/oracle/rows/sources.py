@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 from ao_calib.core.errors import AOCalibError
 
-from .classification_source import classification_splits
-from .classification_source import summary as classification_summary
-from .config import OracleDataConfig
-from .data import load_labelled_rows, load_wildchat
+from ..classification.source import classification_splits
+from ..classification.source import summary as classification_summary
+from ..config import OracleDataConfig
+from .files import load_labelled_rows, load_wildchat
 from .generate import generate_splits_for
-from .rows import wildchat_split
+from .oracle import wildchat_split
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from ao_calib.core.io import write_jsonl
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
 
-from .build import OracleBuild
-from .classification import load_suite
-from .config import ClassificationEvalConfig
+from ..build import OracleBuild
+from .datasets import load_suite
+from ..config import ClassificationEvalConfig
 
 log = logging.getLogger(__name__)
 

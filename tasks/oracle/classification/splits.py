@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ao_calib.core.errors import DataValidationError
 
-from .classification_catalog import NO, OOD_SPLIT, SPLITS, YES, is_engels
+from .catalog import NO, OOD_SPLIT, SPLITS, YES, is_engels
 
 
 def split_by_prompt(rows: Iterable[Mapping], fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0, *,

@@ -9,7 +9,7 @@ import torch
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
 from ao_calib.judges.label import yes_no
 
-from .generate import generate_rows
+from ..rows.generate import generate_rows
 
 ANSWERS = ("Yes", "No")
 

@@ -13,10 +13,10 @@ from ao_calib.calibration import format_epistemic_status
 from ao_calib.calibration.contract import CONFIDENCE_INSTRUCTION
 from ao_calib.judges.label import yes_no
 
-from .baselines import ANSWERS
-from .classification_catalog import OPEN_FORM
-from .prompt import oracle_messages
-from .steering import pair_controls
+from ..baselines.probabilities import ANSWERS
+from ..classification.catalog import OPEN_FORM
+from ..prompt import oracle_messages
+from ..steering import pair_controls
 
 # activation ids of the training rows that inject random vectors (task.rl_rows / task.warmup_rows.none_fraction)
 NONE_ID_PREFIX = "none:"

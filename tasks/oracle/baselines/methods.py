@@ -37,8 +37,8 @@ from ao_calib.calibration.probe import mean_vectors, probe_baseline, yes_labels
 from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import WARMUP, RunDir
 
-from .classification_reading import asked_in, shipped_paraphrases
-from .rows import activation_id, asks_yes_no
+from ..classification.reading import asked_in, shipped_paraphrases
+from ..rows.oracle import activation_id, asks_yes_no
 
 log = logging.getLogger(__name__)
 PROBE_FOLDS = 5

@@ -10,8 +10,8 @@ from typing import Any
 from ao_calib.core.errors import DataValidationError
 from ao_calib.runtime.offline import env_flag
 
-from .classification_catalog import ClassificationDataUnavailable, HubLoader
-from .classification_reading import Asker, balanced_flags, pick_labelled, question_row, round_robin, shuffled
+from .catalog import ClassificationDataUnavailable, HubLoader
+from .reading import Asker, balanced_flags, pick_labelled, question_row, round_robin, shuffled
 
 
 def _env_offline() -> bool:

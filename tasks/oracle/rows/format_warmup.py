@@ -11,7 +11,7 @@ from ao_calib.core.errors import AOCalibError
 from ao_calib.core.io import write_jsonl
 from ao_calib.runs.run_dir import RunDir
 
-from .scoring import JudgeAnswers
+from ..scoring import JudgeAnswers
 
 
 def kind_means(kinds: list[str], scores: list[float | None]) -> list[float | None]:
