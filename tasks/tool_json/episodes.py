@@ -17,7 +17,7 @@ from typing import Any, Final
 from .parsing import parse_output
 from .rewards import _rows, same_answer
 from .schema import TOOL_ARG_KEY, expected_arg, expected_tool
-from .tools import call_tool
+from .tools import call_tool, failed
 
 ANSWER: Final = 1.0
 CALL: Final = 0.2
@@ -36,11 +36,6 @@ def trajectory(row: Mapping[str, Any]) -> list[dict]:
     call = {"type": "function", "function": {"name": tool, "arguments": args}}
     return [{"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "name": tool, "content": result}, final]
-
-
-def _is_error(result: Any) -> bool:
-    text = str(result)
-    return text.startswith(("Error:", "{'error'")) or "\nError: " in text
 
 
 def score_episode(messages: Sequence[Mapping[str, Any]] | str, row: Mapping[str, Any]) -> dict[str, float]:
@@ -66,7 +61,7 @@ def score_episode(messages: Sequence[Mapping[str, Any]] | str, row: Mapping[str,
         "episode_reward": ANSWER * correct + CALL * right_call + OUTSIDE * outside,
         "answer_correct": float(correct),
         "tool_calls": float(len(calls)),
-        "tool_errors": float(sum(_is_error(r) for r in results)),
+        "tool_errors": float(sum(failed(r) for r in results)),
         "called": float(bool(calls)),
         "right_call": float(right_call),
         "turns": float(len(turns)),

@@ -36,6 +36,13 @@ def python(code: str) -> str:
     return run_python(code).tool_result()
 
 
+def failed(result: Any) -> bool:
+    """Whether a tool result reports a failure: the tools' own ``Error: ...`` text (also after a program's output,
+    as its traceback's last line) or TRL's record of a tool function that raised (``{'error': ...}``)."""
+    text = str(result)
+    return text.startswith(("Error:", "{'error'")) or "\nError: " in text
+
+
 def call_tool(name: Any, args: Any, limits: SandboxLimits = SandboxLimits()) -> tuple[str, bool]:
     """(the tool result's text, whether the call failed) for a call as the model wrote it."""
     if name not in TOOL_ARG_KEY:
@@ -44,4 +51,4 @@ def call_tool(name: Any, args: Any, limits: SandboxLimits = SandboxLimits()) -> 
     if not isinstance(args, dict) or set(args) != {key} or not isinstance(args[key], str):
         return f"Error: {name} takes one argument, {{\"{key}\": <string>}}; got {args!r}"[:300], True
     result = calculator(args[key]) if name == "calculator" else run_python(args[key], limits).tool_result()
-    return result, result.startswith("Error:") or "\nError: " in result
+    return result, failed(result)

@@ -8,6 +8,7 @@ Settings that cannot see the tool mask are refused."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 import pytest
 import torch
@@ -138,6 +139,17 @@ def test_the_loop_stops_at_its_bound(setup):
     assert len(script.sampled) == 4 * 3  # the first turn and a turn after each round, then the loop ends
     for ids, tool in completion_rows(seen):
         assert setup.tokenizer.decode(ids).count('"tool": "calculator"') == 3 and 0 in tool
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
+                    reason="vLLM generation needs the vllm extra and a GPU")
+def test_the_loop_runs_on_vllm_generation(setup):
+    """trainer.use_vllm=true: TRL's tool loop generates every turn with vLLM (colocated); the task's tools are the
+    trainer's and a step trains."""
+    trainer = build_trainer(setup, stage(use_vllm=True), "train")
+    assert trainer.use_vllm and [tool.__name__ for tool in trainer.tools] == ["calculator"]
+    trainer.train()
+    assert trainer.state.global_step == 1
 
 
 @pytest.mark.parametrize(("settings", "message"), [

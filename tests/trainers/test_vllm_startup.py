@@ -20,9 +20,11 @@ def test_the_oracle_refuses_vllm_when_the_config_is_composed():
 
 
 @pytest.mark.skipif(not NO_VLLM, reason="vLLM is installed here")
-def test_a_missing_vllm_is_named_when_the_config_is_composed():
+@pytest.mark.parametrize("overrides", [["task=function_call", "model=tiny_qwen3"],
+                                       ["experiment=tool_json_smollm2_multiturn"]])  # tools inside the rollouts
+def test_a_missing_vllm_is_named_when_the_config_is_composed(overrides):
     with pytest.raises(AOCalibError, match=r"vLLM is not installed.*\.\[vllm\]"):
-        compose_run_config(["task=function_call", "model=tiny_qwen3", "trainer.use_vllm=true"])
+        compose_run_config([*overrides, "trainer.use_vllm=true"])
 
 
 def test_vllm_off_composes():
