@@ -42,6 +42,9 @@ class TaskData:
     #: TRL's tool loop, and every evaluation), their results going back as ``tool`` messages, out of the loss.
     #: None: single-turn completions
     tools: Any = None
+    #: a held-out row's own tools, ``row -> Tools`` (a BFCL multi-turn case's API instances): evaluation plays each
+    #: row's episode with them; training never reads them. None: ``tools`` for every row
+    row_tools: Any = None
     #: what ``build_data`` made that the task's later steps read (the oracle's extraction model and stores); the
     #: framework hands the data back to those steps, so that the task object keeps nothing between calls
     state: Any = None

@@ -65,12 +65,12 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     def episodes(share: list[dict], condition: str, desc: str) -> list[list[dict]]:
         from ao_calib.tools.episodes import play
 
-        tools = data.tools.silenced() if condition == SILENT_TOOLS else data.tools
+        tools = data.tools.silenced() if condition == SILENT_TOOLS else (data.row_tools or data.tools)
         return play(lambda asked: answers(asked, "own", desc), share, tools, tokenizer, chat_template_kwargs)
 
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list:
         """Each row's completion, or with the task's tools its whole episode (``ao_calib.tools.episodes``)."""
-        turn = answers if data.tools is None else episodes
+        turn = answers if data.tools is None and data.row_tools is None else episodes
         return distributed.map_split(lambda share: turn(share, condition, desc), rows)
 
     rows = held_out_rows(data.test, num_samples, seed)

@@ -4,6 +4,7 @@ how a call looks in the conversation TRL's tool loop reads (``chat_format``) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # The column of a row whose SFT target is a whole episode after its prompt (the model's calls, the tools' results, its
@@ -18,6 +19,9 @@ class Tools:
 
     functions: tuple  # callables, each a tool named by its __name__ and described by its type hints and docstring
     max_rounds: int  # rounds of calls an episode may make; a call after the last round is left unanswered
+    #: how a message's calls are read, ``episodes.parsed_turn``'s signature; None: the tokenizer's response parser
+    #: (TRL's loop reads rollouts with it)
+    parse: Callable | None = None
 
     def by_name(self) -> dict:
         return {fn.__name__: fn for fn in self.functions}
@@ -30,7 +34,7 @@ class Tools:
         def silent(fn):
             return functools.wraps(fn)(lambda *args, **kwargs: "")
 
-        return Tools(tuple(silent(fn) for fn in self.functions), self.max_rounds)
+        return Tools(tuple(silent(fn) for fn in self.functions), self.max_rounds, self.parse)
 
 
 def stage_clashes(stage) -> list[str]:

@@ -21,8 +21,8 @@ def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict],
     answers rows whose ``prompt`` is the conversation so far, one greedy message each. ``tools``: the same for every
     row, or a row's own (a BFCL case's instances). A row with ``LATER_TURNS`` goes on: when the model answers without
     a call, or its rounds of calls are spent, the next user turn is appended and its rounds start again. ``parse``:
-    how a message's calls are read (``parsed_turn``'s signature; by default the tokenizer's response parser)."""
-    parse = parse or parsed_turn
+    how a message's calls are read (``parsed_turn``'s signature) where a row's tools name none (``Tools.parse``);
+    by default the tokenizer's response parser."""
     row_tools = [tools if isinstance(tools, Tools) else tools(row) for row in rows]
     later = [[list(turn) for turn in row.get(LATER_TURNS) or []] for row in rows]
     rounds = [0] * len(rows)
@@ -35,7 +35,7 @@ def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict],
         for i, row, text in zip(waiting, asked, texts, strict=True):
             prompt_text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
                                                         **chat_template_kwargs)  # as generation read it
-            message = parse(tokenizer, prompt_text, text)
+            message = (row_tools[i].parse or parse or parsed_turn)(tokenizer, prompt_text, text)
             episodes[i].append(message)
             if message.get("tool_calls") and rounds[i] < row_tools[i].max_rounds:
                 episodes[i] += [tool_result(call, row_tools[i]) for call in message["tool_calls"]]

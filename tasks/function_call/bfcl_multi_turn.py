@@ -47,14 +47,39 @@ def bfcl_data() -> Path:
 
 
 def load_cases(category: str) -> list[dict]:
-    """A multi-turn category's cases, each with its ``ground_truth`` (call strings per turn)."""
+    """A multi-turn category's cases from the installed wheel, each with its ``ground_truth`` (call strings per
+    turn)."""
     if category not in CATEGORIES:
         raise AOCalibError(f"unknown BFCL multi-turn category {category!r}; the categories: {', '.join(CATEGORIES)}")
-    data = bfcl_data()
-    questions = _json_lines(data / f"BFCL_v4_{category}.json")
-    answers = _json_lines(data / "possible_answer" / f"BFCL_v4_{category}.json")
-    truth = {a["id"]: a["ground_truth"] for a in answers}
-    return [{**q, "ground_truth": truth[q["id"]]} for q in questions]
+    return load_file(bfcl_data() / f"BFCL_v4_{category}.json")
+
+
+def load_file(path: Path) -> list[dict]:
+    """One multi-turn question file's cases with their ground truth (``possible_answer/`` beside it)."""
+    from ao_calib.core.errors import MissingDataFileError
+
+    answers_path = path.parent / "possible_answer" / path.name
+    if not answers_path.is_file():
+        raise MissingDataFileError(f"BFCL multi-turn: no possible_answer file for {path} (looked for {answers_path})")
+    truth = {a["id"]: a["ground_truth"] for a in _json_lines(answers_path)}
+    cases = _json_lines(path)
+    missing = [c["id"] for c in cases if c["id"] not in truth]
+    if missing:
+        raise AOCalibError(f"BFCL multi-turn: {answers_path} has no ground truth for {len(missing)} cases of {path} "
+                           f"(first: {missing[0]})")
+    return [{**case, "ground_truth": truth[case["id"]]} for case in cases]
+
+
+def multi_turn_files(path: str | Path) -> list[Path]:
+    """The multi-turn question files a held-out path names: the file itself, or those of a folder laid out as BFCL's
+    ``bfcl_eval/data``; none where the path holds single-turn categories (they are read as today, and win)."""
+    from .bfcl import SUPPORTED_CATEGORIES, file_category
+
+    path = Path(path)
+    files = sorted(path.glob("*.json*")) if path.is_dir() else [path]
+    multi = [f for f in files if file_category(f) in CATEGORIES]
+    single = [f for f in files if file_category(f) in SUPPORTED_CATEGORIES]
+    return [] if single else multi
 
 
 def _json_lines(path: Path) -> list[dict]:
@@ -208,6 +233,38 @@ def case_row(case: dict, docs: str = "indented") -> dict:
             LATER_TURNS: turns[1:]}
 
 
+def evaluation_row(case: dict, docs: str = "indented") -> dict:
+    """A held-out row of a case (``case_row``) as a dataset holds it: the case and its ground truth as JSON text."""
+    row = case_row(case, docs)
+    return {**{k: v for k, v in row.items() if k != "case"}, "kind": case["id"].rsplit("_", 1)[0],
+            "bfcl_case": json.dumps(case), "bfcl_ground_truth": json.dumps(case["ground_truth"])}
+
+
+def row_tools(row: dict) -> Any:
+    """An evaluation row's tools: a fresh environment of its case (``case_tools``)."""
+    return case_tools(json.loads(row["bfcl_case"]))
+
+
+# BFCL's failure types an episode is counted under (``fail_<type>``); any other is ``fail_other``
+FAILURES = ("instance_state_mismatch", "execution_response_mismatch", "empty_turn_model_response", "force_terminated")
+
+
+def score_episode(episode: Sequence[dict], row: dict) -> dict[str, float]:
+    """A played episode of a case: BFCL's verdict (``bfcl_ast``, the task's headline; ``bfcl_verdict``), the share
+    of its user turns passed before the first failing one (``turns_passed``; ``episode_verdict``), the calls it made,
+    and its failure type as a one-hot ``fail_*``."""
+    case = json.loads(row["bfcl_case"])
+    turns = episode_steps(episode)
+    verdict = bfcl_verdict(case, [[[call_string(c) for c in step] for step in turn] for turn in turns])
+    checked = episode_verdict(case, turns)
+    first_failing = len(case["ground_truth"]) if checked["valid"] else checked.get("turn", 0)
+    failure = str(verdict.get("error_type", "")).removeprefix("multi_turn:")
+    kind = failure if failure in FAILURES else "other"
+    return {"bfcl_ast": float(verdict["valid"]), "turns_passed": first_failing / len(case["ground_truth"]),
+            "calls": float(sum(len(step) for turn in turns for step in turn)),
+            **{f"fail_{name}": float(not verdict["valid"] and kind == name) for name in (*FAILURES, "other")}}
+
+
 def case_tools(case: dict, max_steps: int = 20) -> Any:
     """A fresh environment's methods as the episode's tools (``ao_calib.tools.Tools``): a call runs on the case's
     instances (``Environment.call``), at most ``max_steps`` messages with calls per user turn (BFCL's limit)."""
@@ -222,7 +279,7 @@ def case_tools(case: dict, max_steps: int = 20) -> Any:
         run.__name__ = name
         return run
 
-    return Tools(tuple(tool(name) for name in environment.methods), max_steps)
+    return Tools(tuple(tool(name) for name in environment.methods), max_steps, parse=parsed_calls_turn)
 
 
 def parsed_calls_turn(tokenizer, prompt_text: str, text: str) -> dict:

@@ -15,7 +15,7 @@ from ao_calib.core.io import ensure_generated
 from ao_calib.rewards import RewardFn
 from ao_calib.task_api import Task, TaskContext, TaskData
 
-from . import bfcl
+from . import bfcl, bfcl_multi_turn
 from .bfcl_rewards import make_rewards as make_bfcl_rewards, score_case
 from .config import FunctionCallTaskConfig
 from .data import load_rows
@@ -88,6 +88,9 @@ class FunctionCallTask(Task):
                                       gen.bfcl_synthetic, gen.bfcl_near_miss, gen.bfcl_parallel_each,
                                       gen.bfcl_context, gen.bfcl_parallel_story))
         split = data_cfg.eval_split  # "validation": a third stream of generated cases, for choosing settings
+        multi_turn = bfcl_multi_turn.multi_turn_files(data_cfg.test_path) if data_cfg.test_path else []
+        if multi_turn:  # BFCL's multi-turn cases: episodes over their API instances, scored by BFCL's checker
+            return self._bfcl_multi_turn_data(train, multi_turn)
         test = (bfcl.load_cases(data_cfg.test_path) if data_cfg.test_path else
                 bfcl.generated_cases(gen.n_test, seed, split, gen.bfcl_distractors, gen.bfcl_irrelevance))
         overlap = {c["id"] for c in train} & {c["id"] for c in test}
@@ -101,6 +104,18 @@ class FunctionCallTask(Task):
         docs = data_cfg.bfcl_docs
         return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in train]),
                         test=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in test]))
+
+    def _bfcl_multi_turn_data(self, train: list[dict], files: list[Path]) -> TaskData:
+        """Held-out BFCL multi-turn cases (evaluation only): each row an episode over its case's API instances
+        (``TaskData.row_tools``), its later user turns fed one at a time."""
+        cases = [case for file in files for case in bfcl_multi_turn.load_file(file)]
+        docs = self.config.data.bfcl_docs
+        log.info("function_call BFCL data: %d train cases, %d multi-turn test cases (%s)", len(train), len(cases),
+                 ", ".join(f.name for f in files))
+        suffix = self.config.confidence_instruction if self.calibrated else ""
+        return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in train]),
+                        test=datasets.Dataset.from_list([bfcl_multi_turn.evaluation_row(c, docs) for c in cases]),
+                        row_tools=bfcl_multi_turn.row_tools)
 
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
@@ -124,7 +139,9 @@ class FunctionCallTask(Task):
     def score(self, completions: list[str], rows: list[dict], data: TaskData) -> list[dict[str, float]]:
         return [self.score_one(c, r) for c, r in zip(completions, rows)]
 
-    def score_one(self, completion: str, row: dict) -> dict[str, float]:
+    def score_one(self, completion, row: dict) -> dict[str, float]:
+        if "bfcl_case" in row:  # a BFCL multi-turn case's episode
+            return bfcl_multi_turn.score_episode(completion, row)
         scores = score_completion(completion, row["answer"], row.get("possible_boxed_answers"))
         if self.bfcl:
             bfcl_scores = score_case(_plain_text(completion), json.loads(row["bfcl_functions"]),
@@ -201,8 +218,10 @@ class FunctionCallTask(Task):
     def metric_names(self) -> frozenset[str]:
         if not self.bfcl:
             return super().metric_names()
-        per_category = {f"ast_accuracy/{kind}" for kind in (*bfcl.SUPPORTED_CATEGORIES, "all", "category_mean")}
-        return super().metric_names() | per_category | {"empty_where_call_needed"}
+        categories = (*bfcl.SUPPORTED_CATEGORIES, *bfcl_multi_turn.CATEGORIES, "all", "category_mean")
+        multi_turn = {"turns_passed", "calls", *(f"fail_{name}" for name in (*bfcl_multi_turn.FAILURES, "other"))}
+        return (super().metric_names() | {f"ast_accuracy/{kind}" for kind in categories} | multi_turn
+                | {"empty_where_call_needed"})
 
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)
@@ -229,7 +248,8 @@ def empty_answer_rate(records: list[dict]) -> float | None:
     """The share of cases that need a call (every BFCL category but irrelevance) answered with nothing: an empty
     text or ``[]`` (the cheapest way to a format reward, and what a model unsure of unseen functions falls back to).
     None without such cases."""
-    needed = [r for r in records if (r.get("kind") or "") not in bfcl.IRRELEVANCE_CATEGORIES]
+    needed = [r for r in records if (r.get("kind") or "") not in (*bfcl.IRRELEVANCE_CATEGORIES,
+                                                                    *bfcl_multi_turn.CATEGORIES)]
     if not needed:
         return None
     return sum(is_empty(_plain_text(r["completion"])) for r in needed) / len(needed)

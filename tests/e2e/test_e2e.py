@@ -125,6 +125,30 @@ def test_eval_cli_scores_a_bfcl_folder_per_category(run_dir):
     assert not (run_dir / "eval_never.json").exists()
 
 
+def test_eval_cli_plays_and_scores_bfcl_multi_turn_cases(run_dir, tmp_path):
+    """The same command on BFCL multi-turn question files: each case an episode over its API instances, its later
+    user turns fed one at a time, scored by BFCL's checker per category, each prediction row holding its episode."""
+    multi_turn = pytest.importorskip("ao_calib_tasks.function_call.bfcl_multi_turn")
+    pytest.importorskip("bfcl_eval")
+    (tmp_path / "possible_answer").mkdir()
+    cases = multi_turn.load_cases("multi_turn_base")[:2]
+    (tmp_path / "BFCL_v4_multi_turn_base.json").write_text(
+        "".join(json.dumps({k: v for k, v in c.items() if k != "ground_truth"}) + "\n" for c in cases))
+    (tmp_path / "possible_answer" / "BFCL_v4_multi_turn_base.json").write_text(
+        "".join(json.dumps({"id": c["id"], "ground_truth": c["ground_truth"]}) + "\n" for c in cases))
+    result = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.format=bfcl", f"task.data.test_path={tmp_path}",
+                     "max_new_tokens=8", "tag=bfcl_multi_turn")
+    assert_ok(result)
+    report = json.loads((run_dir / "eval_bfcl_multi_turn.json").read_text())
+    assert report["num_samples"] == 2 and 0.0 <= report["metrics"]["ast_accuracy/multi_turn_base"] <= 1.0
+    rows = read_jsonl(run_dir / "eval_predictions_bfcl_multi_turn.jsonl")
+    assert [r["id"] for r in rows] == [c["id"] for c in cases]
+    for row, case in zip(rows, cases):
+        users = [m for m in row["episode"] if m["role"] == "user"]
+        assert len(users) == len(case["question"]) - 1  # every later turn was fed
+        assert set(row["scores"]) >= {"bfcl_ast", "turns_passed", "calls", "fail_empty_turn_model_response"}
+
+
 def test_resume_continues_from_the_latest_checkpoint(run_dir):
     assert_ok(run_cli("ao_calib.run", "experiment=function_call_tiny", "trainer.max_steps=4",
                       "trainer.resume_from_checkpoint=latest", "eval.enabled=false", f"hydra.run.dir={run_dir}"))

@@ -1,0 +1,96 @@
+"""BFCL multi-turn as the function-call task evaluates it: a held-out path of multi-turn question files becomes rows
+whose episodes run on their case's API instances (``TaskData.row_tools``), the later user turns fed one at a time, and
+each episode is scored by BFCL's checker with its failure type. A scripted model that writes the ground truth passes
+every case; one that stops answering after the first turn fails each case that needs more, as BFCL says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval==2026.3.23")
+
+from ao_calib.config.compose import compose_run_config, typed
+from ao_calib.models import loading as models
+from ao_calib.models.config import ModelConfig
+from ao_calib.task_api import build_task
+from ao_calib.tools.episodes import play
+from ao_calib_tasks.function_call.bfcl_multi_turn import Environment, call_string, load_cases
+from ao_calib_tasks.function_call.parsing import parse_calls
+
+CASES = 4  # of each category written
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Two of BFCL's multi-turn category files, cut to their first cases, laid out as bfcl_eval/data."""
+    root = tmp_path_factory.mktemp("bfcl_multi_turn")
+    (root / "possible_answer").mkdir()
+    for category in ("multi_turn_base", "multi_turn_miss_func"):
+        cases = load_cases(category)[:CASES]
+        name = f"BFCL_v4_{category}.json"
+        (root / name).write_text("".join(json.dumps({k: v for k, v in c.items() if k != "ground_truth"}) + "\n"
+                                         for c in cases))
+        (root / "possible_answer" / name).write_text(
+            "".join(json.dumps({"id": c["id"], "ground_truth": c["ground_truth"]}) + "\n" for c in cases))
+    return root
+
+
+@pytest.fixture(scope="module")
+def task_data(folder):
+    cfg = compose_run_config(["experiment=function_call_tiny", "task.data.format=bfcl",
+                              "task.data.generate.n_train=4", f"task.data.test_path={folder}"])
+    task = build_task(cfg)
+    settings = typed(cfg.model, ModelConfig)
+    tokenizer = models.load_tokenizer(models.model_source(settings, cfg.paths.cache_dir), settings)
+    return task, task.build_data(tokenizer), tokenizer
+
+
+def scripted(stop_after_first_turn: bool = False):
+    """A model that answers each user turn with the turn's ground-truth calls (keyword arguments, as BFCL's
+    decoder keeps them) in one message, then a message without a call."""
+
+    def generate_turn(asked: list[dict]) -> list[str]:
+        texts = []
+        for row in asked:
+            case = json.loads(row["bfcl_case"])
+            turn = sum(m["role"] == "user" for m in row["prompt"]) - 1
+            answered = row["prompt"][-1]["role"] != "user"  # the turn's calls ran: end the turn
+            calls = [call_string(Environment(case).named(c)) for text in case["ground_truth"][turn]
+                     for c in parse_calls(text)]
+            silent = answered or not calls or (stop_after_first_turn and turn > 0)
+            texts.append("All done." if silent else "[" + ", ".join(calls) + "]")
+        return texts
+
+    return generate_turn
+
+
+def test_a_multi_turn_folder_becomes_episode_rows_with_their_own_tools(task_data):
+    task, data, _ = task_data
+    assert len(data.train) == 4 and len(data.test) == 2 * CASES and data.tools is None
+    row = data.test[0]
+    assert row["kind"] == "multi_turn_base" and row["prompt"][0]["role"] == "system"
+    assert len(row["later_turns"]) == len(json.loads(row["bfcl_ground_truth"])) - 1
+    tools = data.row_tools(row)
+    assert "cd" in tools.by_name() and tools.max_rounds == 20
+    assert not set(data.train["id"]) & set(data.test["id"])  # BFCL's cases are never training rows
+
+
+def test_the_ground_truth_passes_every_case_and_stopping_early_fails_as_bfcl_says(task_data):
+    task, data, tokenizer = task_data
+    rows = data.test.to_list()
+    episodes = play(scripted(), rows, data.row_tools, tokenizer, {})
+    scores = task.score(episodes, rows, data)
+    assert [s["bfcl_ast"] for s in scores] == [1.0] * len(rows)
+    assert all(s["turns_passed"] == 1.0 and s["calls"] > 0 for s in scores)
+    early = task.score(play(scripted(stop_after_first_turn=True), rows, data.row_tools, tokenizer, {}), rows, data)
+    assert all(s["bfcl_ast"] == 0.0 and s["fail_empty_turn_model_response"] == 1.0 for s in early)
+    for s, r in zip(early, rows):  # the first turn after the first that needs a call is the one that fails
+        truth = json.loads(r["bfcl_ground_truth"])
+        failing = next(i for i, calls in enumerate(truth) if i > 0 and calls)
+        assert s["turns_passed"] == pytest.approx(failing / len(truth))
+    records = [{"kind": r["kind"], "scores": s, "completion": ""} for r, s in zip(rows, early)]
+    metrics = task.aggregate(records, None, "test")
+    assert metrics["ast_accuracy/multi_turn_base"] == 0.0 and metrics["fail_empty_turn_model_response"] == 1.0
+    assert "empty_where_call_needed" not in metrics
