@@ -265,6 +265,27 @@ def score_episode(episode: Sequence[dict], row: dict) -> dict[str, float]:
             **{f"fail_{name}": float(not verdict["valid"] and kind == name) for name in (*FAILURES, "other")}}
 
 
+FORMAT_CREDIT = 0.1  # per-turn reward: the most a well-formed but wrong episode earns
+
+
+def turn_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """TRL's reward signature, for episodes of multi-turn cases (the rows' ``bfcl_case``): the share of the case's
+    user turns that pass BFCL's state and response checks before the first that fails (``episode_verdict``), plus
+    ``FORMAT_CREDIT`` times the share of the turns that need calls in which the model wrote parseable ones (nothing
+    for an empty turn where calls were needed)."""
+    rewards = []
+    for episode, case_json in zip(completions, kwargs["bfcl_case"], strict=True):
+        case = json.loads(case_json)
+        turns = episode_steps(episode) if isinstance(episode, list) else [[]]
+        checked = episode_verdict(case, turns)
+        n = len(case["ground_truth"])
+        passed = n if checked["valid"] else checked.get("turn", 0)
+        needed = [i for i, calls in enumerate(case["ground_truth"]) if calls]
+        formed = sum(1 for i in needed if i < len(turns) and any(turns[i]))
+        rewards.append(passed / n + FORMAT_CREDIT * formed / max(len(needed), 1))
+    return rewards
+
+
 def case_tools(case: dict, max_steps: int = 20) -> Any:
     """A fresh environment's methods as the episode's tools (``ao_calib.tools.Tools``): a call runs on the case's
     instances (``Environment.call``), at most ``max_steps`` messages with calls per user turn (BFCL's limit)."""

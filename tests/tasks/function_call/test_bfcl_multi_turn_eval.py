@@ -16,7 +16,13 @@ from ao_calib.models import loading as models
 from ao_calib.models.config import ModelConfig
 from ao_calib.task_api import build_task
 from ao_calib.tools.episodes import play
-from ao_calib_tasks.function_call.bfcl_multi_turn import Environment, call_string, load_cases
+from ao_calib_tasks.function_call.bfcl_multi_turn import (
+    FORMAT_CREDIT,
+    Environment,
+    call_string,
+    load_cases,
+    turn_reward,
+)
 from ao_calib_tasks.function_call.parsing import parse_calls
 
 CASES = 4  # of each category written
@@ -94,3 +100,19 @@ def test_the_ground_truth_passes_every_case_and_stopping_early_fails_as_bfcl_say
     metrics = task.aggregate(records, None, "test")
     assert metrics["ast_accuracy/multi_turn_base"] == 0.0 and metrics["fail_empty_turn_model_response"] == 1.0
     assert "empty_where_call_needed" not in metrics
+
+
+def test_the_per_turn_reward_is_the_share_of_turns_passed_with_a_little_format_credit(task_data):
+    task, data, tokenizer = task_data
+    rows = data.test.to_list()
+    cases = [r["bfcl_case"] for r in rows]
+    right = turn_reward(play(scripted(), rows, data.row_tools, tokenizer, {}), bfcl_case=cases)
+    assert right == pytest.approx([1.0 + FORMAT_CREDIT] * len(rows))
+    early = turn_reward(play(scripted(stop_after_first_turn=True), rows, data.row_tools, tokenizer, {}),
+                        bfcl_case=cases)
+    for reward, row in zip(early, rows):
+        truth = json.loads(row["bfcl_ground_truth"])
+        needed = [i for i, calls in enumerate(truth) if calls]
+        failing = next(i for i in needed if i > 0)
+        assert reward == pytest.approx(failing / len(truth) + FORMAT_CREDIT * (needed[0] == 0) / len(needed))
+    assert turn_reward([[{"role": "assistant", "content": "no idea"}]], bfcl_case=cases[:1]) == [0.0]
