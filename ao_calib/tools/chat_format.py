@@ -75,8 +75,14 @@ def check_transformers(setting: str) -> None:
 def install(tokenizer, syntax: CallSyntax, setting: str) -> None:
     """Gives ``tokenizer`` the template and parser of ``syntax`` (ChatML tokenizers only)."""
     check_transformers(setting)
+    install_template(tokenizer, syntax, setting)
+    tokenizer.response_template = response_template(syntax)
+
+
+def install_template(tokenizer, syntax: CallSyntax, setting: str) -> None:
+    """Gives ``tokenizer`` the ChatML template alone, for episodes whose calls are read by a parser of the task's
+    own (``Tools.parse``) and whose messages carry the model's text as written."""
     if "<|im_end|>" not in tokenizer.get_vocab():
         raise AOCalibError(f"{setting}: tool episodes use a ChatML template (<|im_start|> ... <|im_end|>), and this "
                            "model's tokenizer has no <|im_end|> token")
     tokenizer.chat_template = chatml_template(syntax)
-    tokenizer.response_template = response_template(syntax)

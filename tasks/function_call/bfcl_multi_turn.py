@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ao_calib.core.errors import AOCalibError
+from ao_calib.tools.episodes import LATER_TURNS
 
-from .parsing import Call
+from .parsing import Call, parse_calls
 
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 INSTALL = "pip install --no-deps bfcl-eval==2026.3.23"
@@ -150,8 +151,6 @@ def episode_verdict(case: dict, turns: Sequence[Sequence[Sequence[Call]]]) -> di
         state_checker,
     )
 
-    from .parsing import parse_calls
-
     if len(turns) != len(case["ground_truth"]):
         return {"valid": False, "error_type": "multi_turn:force_terminated"}
     model, truth = Environment(case), Environment(case)
@@ -221,8 +220,6 @@ def function_docs(case: dict) -> tuple[list[dict], dict[int, list[dict]]]:
 def case_row(case: dict, docs: str = "indented") -> dict:
     """An evaluation row of a case: the system turn with its function docs and the first user turn as the prompt,
     the later user turns (a held-back function's docs where BFCL gives them) as ``later_turns``."""
-    from ao_calib.tools.episodes import LATER_TURNS
-
     from .bfcl import system_prompt
 
     listed, held = function_docs(case)
@@ -233,10 +230,11 @@ def case_row(case: dict, docs: str = "indented") -> dict:
             LATER_TURNS: turns[1:]}
 
 
-def evaluation_row(case: dict, docs: str = "indented") -> dict:
-    """A held-out row of a case (``case_row``) as a dataset holds it: the case and its ground truth as JSON text."""
+def evaluation_row(case: dict, docs: str = "indented", kind: str | None = None) -> dict:
+    """A held-out row of a case (``case_row``) as a dataset holds it: the case and its ground truth as JSON text;
+    ``kind``: its category (by default BFCL's, from its id)."""
     row = case_row(case, docs)
-    return {**{k: v for k, v in row.items() if k != "case"}, "kind": case["id"].rsplit("_", 1)[0],
+    return {**{k: v for k, v in row.items() if k != "case"}, "kind": kind or case["id"].rsplit("_", 1)[0],
             "bfcl_case": json.dumps(case), "bfcl_ground_truth": json.dumps(case["ground_truth"])}
 
 
@@ -263,6 +261,27 @@ def score_episode(episode: Sequence[dict], row: dict) -> dict[str, float]:
     return {"bfcl_ast": float(verdict["valid"]), "turns_passed": first_failing / len(case["ground_truth"]),
             "calls": float(sum(len(step) for turn in turns for step in turn)),
             **{f"fail_{name}": float(not verdict["valid"] and kind == name) for name in (*FAILURES, "other")}}
+
+
+END_OF_TURN = "Done."  # what a trajectory's model says when a turn's calls are done (any text without a call ends it)
+
+
+def trajectory(case: dict) -> list[dict]:
+    """The episode after a case's prompt that its ground truth is, as an SFT warm-up imitates it: per user turn,
+    one message with the turn's calls (keyword arguments, as the model must write them), their results, and a
+    message without a call; then the next user turn."""
+    environment = Environment(case)
+    rows = case_row(case)
+    episode: list[dict] = []
+    for index, calls in enumerate(case["ground_truth"]):
+        if index:
+            episode += rows[LATER_TURNS][index - 1]
+        parsed = [environment.named(c) for text in calls for c in parse_calls(text)]
+        if parsed:
+            episode.append({"role": "assistant", "content": "[" + ", ".join(map(call_string, parsed)) + "]"})
+            episode += [{"role": "tool", "name": c.name, "content": environment.call(c)} for c in parsed]
+        episode.append({"role": "assistant", "content": END_OF_TURN})
+    return episode
 
 
 FORMAT_CREDIT = 0.1  # per-turn reward: the most a well-formed but wrong episode earns
@@ -305,8 +324,6 @@ def case_tools(case: dict, max_steps: int = 20) -> Any:
 
 def parsed_calls_turn(tokenizer, prompt_text: str, text: str) -> dict:
     """The model's message, its calls read by the project's AST parser (BFCL's ``[f(a=1), g(b=2)]`` form)."""
-    from .parsing import parse_calls
-
     calls = [{"type": "function", "function": {"name": c.name, "arguments": dict(c.args)}} for c in parse_calls(text)]
     return {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
 

@@ -67,10 +67,11 @@ class GeneratedDataConfig(Checked):
 class FunctionCallDataConfig(Checked):
     """Where the rows come from."""
 
-    format: str = setting("rows", "rows: JSONL files of prompt and answer rows. bfcl: BFCL question files with their "
-                          "possible_answer files, or folders laid out as BFCL's bfcl_eval/data (a path naming such a "
-                          "folder is read as bfcl whatever this says); without paths, the generator's cases in BFCL's "
-                          "format.", allowed=one_of("rows", "bfcl"))
+    format: str = setting("rows", "rows: JSONL prompt and answer rows. bfcl: BFCL question files or bfcl_eval/data "
+                          "folders (such a folder is always read as bfcl); no paths: generated cases in BFCL's format. "
+                          "multi_turn: generated multi-turn cases over BFCL's classes (docs/concepts/"
+                          "function_calling.md).",
+                          allowed=one_of("rows", "bfcl", "multi_turn"))
     train_path: Optional[str] = setting(None, "Training rows; null: generated data.")
     test_path: Optional[str] = setting(None, "Held-out rows; a test_path alone replaces only the generated held-out "
                                        "split.")

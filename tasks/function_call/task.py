@@ -36,8 +36,12 @@ class FunctionCallTask(Task):
 
     def __init__(self, config: FunctionCallTaskConfig, context: TaskContext):
         super().__init__(config, context)
-        if self.bfcl:
-            self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy; reported per category too
+        if self.bfcl or self.multi_turn:
+            self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy (multi-turn: its checker's); per category too
+        if self.multi_turn and set(context.stages) - {"sft"}:
+            raise AOCalibError(f"task.data.format=multi_turn trains with SFT only for now (this run's stages: "
+                               f"{list(context.stages)}): GRPO over several user turns needs a rollout of its own, "
+                               "not built yet (docs/design.md); use trainer=sft")
         if config.min_no_call_probability is not None:
             from ao_calib.runtime import distributed
 
@@ -54,10 +58,17 @@ class FunctionCallTask(Task):
     def bfcl(self) -> bool:
         return self.config.data.format == "bfcl"
 
+    @property
+    def multi_turn(self) -> bool:
+        """Generated multi-turn cases over BFCL's classes (``multi_turn_generate``)."""
+        return self.config.data.format == "multi_turn"
+
     def build_data(self, tokenizer, model=None) -> TaskData:
         data_cfg = self.config.data
         if self.bfcl:
             return self._bfcl_data()
+        if self.multi_turn:
+            return self._generated_multi_turn_data(tokenizer)
         if data_cfg.train_path:
             train_path = Path(data_cfg.train_path)
             if not data_cfg.test_path:
@@ -117,6 +128,31 @@ class FunctionCallTask(Task):
                         test=datasets.Dataset.from_list([bfcl_multi_turn.evaluation_row(c, docs) for c in cases]),
                         row_tools=bfcl_multi_turn.row_tools)
 
+    def _generated_multi_turn_data(self, tokenizer) -> TaskData:
+        """The generator's multi-turn cases: training rows whose SFT target is the whole ground-truth episode
+        (``TRAJECTORY``: calls, results, the later user turns; the model's turns alone in the loss), and held-out
+        episodes over each case's instances. ``generate.n_test`` cases each for validation and test."""
+        from ao_calib.tools import TRAJECTORY, chat_format
+
+        from .multi_turn_generate import generate_cases, split_cases
+
+        data_cfg, gen = self.config.data, self.config.data.generate
+        seed = self.context.seed_or(gen.seed)
+        total = gen.n_train + 2 * gen.n_test
+        train, validation, test = split_cases(generate_cases(total, seed), gen.n_test / total, gen.n_test / total, seed)
+        held_out = validation if data_cfg.eval_split == "validation" else test
+        if tokenizer is not None:  # the model's text rendered as written, its turns marked for the SFT loss
+            chat_format.install_template(tokenizer, chat_format.JSON_TOOL_CALL, "task.data.format=multi_turn")
+        docs, kind = data_cfg.bfcl_docs, "generated_multi_turn"
+        rows = [{**bfcl_multi_turn.evaluation_row(c, docs, kind), TRAJECTORY: json.dumps(
+            bfcl_multi_turn.trajectory(c))} for c in train]
+        log.info("function_call multi-turn data: %d train cases, %d %s cases", len(train), len(held_out),
+                 data_cfg.eval_split)
+        return TaskData(train=datasets.Dataset.from_list(rows),
+                        test=datasets.Dataset.from_list([bfcl_multi_turn.evaluation_row(c, docs, kind)
+                                                         for c in held_out]),
+                        row_tools=bfcl_multi_turn.row_tools)
+
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""
         gen = self.config.data.generate
@@ -134,6 +170,8 @@ class FunctionCallTask(Task):
         rewards = {**REWARD_FUNCTIONS, "calibrated_overall": make_calibrated_overall(self.config.calibration)}
         if self.bfcl:
             rewards.update(make_bfcl_rewards(self.config.strict_format))
+        if self.multi_turn:
+            rewards["turn_reward"] = bfcl_multi_turn.turn_reward
         return rewards
 
     def score(self, completions: list[str], rows: list[dict], data: TaskData) -> list[dict[str, float]]:
@@ -216,16 +254,17 @@ class FunctionCallTask(Task):
         return [rows[i] for i in chosen]
 
     def metric_names(self) -> frozenset[str]:
-        if not self.bfcl:
+        if not (self.bfcl or self.multi_turn):
             return super().metric_names()
-        categories = (*bfcl.SUPPORTED_CATEGORIES, *bfcl_multi_turn.CATEGORIES, "all", "category_mean")
+        categories = (*bfcl.SUPPORTED_CATEGORIES, *bfcl_multi_turn.CATEGORIES, "generated_multi_turn", "all",
+                      "category_mean")
         multi_turn = {"turns_passed", "calls", *(f"fail_{name}" for name in (*bfcl_multi_turn.FAILURES, "other"))}
         return (super().metric_names() | {f"ast_accuracy/{kind}" for kind in categories} | multi_turn
                 | {"empty_where_call_needed"})
 
     def aggregate(self, records: list[dict], run_dir, tag: str) -> dict[str, float]:
         metrics = super().aggregate(records, run_dir, tag)
-        if self.bfcl and records:
+        if (self.bfcl or self.multi_turn) and records:
             by_category = category_accuracy(records)
             metrics.update(by_category)
             counts = collections.Counter(r.get("kind") or "all" for r in records)
@@ -248,8 +287,8 @@ def empty_answer_rate(records: list[dict]) -> float | None:
     """The share of cases that need a call (every BFCL category but irrelevance) answered with nothing: an empty
     text or ``[]`` (the cheapest way to a format reward, and what a model unsure of unseen functions falls back to).
     None without such cases."""
-    needed = [r for r in records if (r.get("kind") or "") not in (*bfcl.IRRELEVANCE_CATEGORIES,
-                                                                    *bfcl_multi_turn.CATEGORIES)]
+    needed = [r for r in records if (r.get("kind") or "") not in bfcl.IRRELEVANCE_CATEGORIES
+              and "episode" not in r]  # a multi-turn episode's last message is its turn's end, not its answer
     if not needed:
         return None
     return sum(is_empty(_plain_text(r["completion"])) for r in needed) / len(needed)

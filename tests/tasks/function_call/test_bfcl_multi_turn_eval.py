@@ -96,7 +96,7 @@ def test_the_ground_truth_passes_every_case_and_stopping_early_fails_as_bfcl_say
         truth = json.loads(r["bfcl_ground_truth"])
         failing = next(i for i, calls in enumerate(truth) if i > 0 and calls)
         assert s["turns_passed"] == pytest.approx(failing / len(truth))
-    records = [{"kind": r["kind"], "scores": s, "completion": ""} for r, s in zip(rows, early)]
+    records = [{"kind": r["kind"], "scores": s, "completion": "", "episode": []} for r, s in zip(rows, early)]
     metrics = task.aggregate(records, None, "test")
     assert metrics["ast_accuracy/multi_turn_base"] == 0.0 and metrics["fail_empty_turn_model_response"] == 1.0
     assert "empty_where_call_needed" not in metrics
@@ -116,3 +116,40 @@ def test_the_per_turn_reward_is_the_share_of_turns_passed_with_a_little_format_c
         failing = next(i for i in needed if i > 0)
         assert reward == pytest.approx(failing / len(truth) + FORMAT_CREDIT * (needed[0] == 0) / len(needed))
     assert turn_reward([[{"role": "assistant", "content": "no idea"}]], bfcl_case=cases[:1]) == [0.0]
+
+
+def test_generated_multi_turn_cases_train_on_whole_episodes_and_are_scored_per_turn(tmp_path):
+    """task.data.format=multi_turn: SFT rows hold the ground-truth episode (the model's turns alone in the loss, the
+    tools' results and the later user turns out of it); held-out rows play over their case's instances, and the
+    ground truth passes BFCL's checker."""
+    from ao_calib.tools import TRAJECTORY
+    from ao_calib.trainers.sft import tokenize_pairs
+
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "trainer=sft", "task.data.format=multi_turn",
+                              "task.data.generate.n_train=6", "task.data.generate.n_test=3"])
+    task = build_task(cfg)
+    settings = typed(cfg.model, ModelConfig)
+    tokenizer = models.load_tokenizer(models.model_source(settings, cfg.paths.cache_dir), settings)
+    data = task.build_data(tokenizer)
+    assert (len(data.train), len(data.test)) == (6, 3) and task.headline_metric == "bfcl_ast"
+    assert not set(data.train["id"]) & set(data.test["id"])
+    row = data.train[0]
+    episode = json.loads(row[TRAJECTORY])
+    users = [m for m in episode if m["role"] == "user"]
+    assert len(users) == len(json.loads(row["bfcl_ground_truth"])) - 1
+    encoded = tokenize_pairs(data.train.select([0]), tokenizer, {}, 32768)[0]
+    text = [tokenizer.decode([t]) for t in encoded["input_ids"]]
+    trained = "".join(t for t, m in zip(text, encoded["completion_mask"]) if m)
+    assert episode[0]["content"] in trained and "Done." in trained
+    assert all(m["content"] not in trained for m in episode if m["role"] in ("tool", "user") and len(m["content"]) > 8)
+    rows = data.test.to_list()
+    scores = task.score(play(scripted(), rows, data.row_tools, tokenizer, {}), rows, data)
+    assert [s["bfcl_ast"] for s in scores] == [1.0] * 3
+
+
+def test_multi_turn_cases_train_with_sft_only_for_now():
+    from ao_calib.core.errors import AOCalibError
+
+    with pytest.raises(AOCalibError, match="task.data.format=multi_turn trains with SFT only"):
+        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "trainer=grpo",
+                                       "task.data.format=multi_turn"]))
