@@ -9,12 +9,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LogitsProcessorList
 
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.runtime import distributed
-
-
-def chat_prompt_text(tokenizer, messages: list[dict], chat_template_kwargs: dict) -> str:
-    """A row's chat prompt as the model reads it before its answer (tokenised without special tokens added)."""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs)
 
 
 @torch.no_grad()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.tools import Tools
 
 SILENT_TOOLS = "silent_tools"  # an evaluation variant: the same episodes with tools that return nothing
@@ -33,8 +34,7 @@ def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict],
         texts = generate_turn(asked)
         still = []
         for i, row, text in zip(waiting, asked, texts, strict=True):
-            prompt_text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
-                                                        **chat_template_kwargs)  # as generation read it
+            prompt_text = chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs)  # as generation read it
             message = (row_tools[i].parse or parse or parsed_turn)(tokenizer, prompt_text, text)
             episodes[i].append(message)
             if message.get("tool_calls") and rounds[i] < row_tools[i].max_rounds:

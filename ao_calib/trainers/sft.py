@@ -16,6 +16,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ao_calib.calibration.contract import (confidence_span, first_digit_values, number_tokens,
                                           parse_epistemic_status, tag_span)
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.core.errors import AOCalibError
 from ao_calib.steering import SteeringBatch
 from ao_calib.tools import TRAJECTORY
@@ -59,8 +60,7 @@ def tokenize_pairs(dataset: datasets.Dataset, tokenizer, chat_template_kwargs: d
     def encode(row, index):
         if row.get(TRAJECTORY):
             return encode_trajectory(row)
-        prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
-                                               **chat_template_kwargs)
+        prompt = chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs)
         prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
         with_tag = tag_loss_fraction >= 1 or random.Random(f"{seed}:{index}").random() < tag_loss_fraction
         text = row["completion"]

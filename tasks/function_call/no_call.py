@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from ao_calib.evaluation.generation import chat_prompt_text
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.models.fast_generation import cache_keyword
 
 

@@ -34,6 +34,7 @@ from ao_calib.calibration.confidence_methods import (OUTCOMES, expected_mode_sha
 from ao_calib.calibration.metrics import group_rate_rule
 from ao_calib.calibration.per_dataset import dataset_figures, figures_table, method_figures, readability_table
 from ao_calib.calibration.probe import mean_vectors, probe_baseline, yes_labels
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.judges.label import yes_no
 from ao_calib.runs.run_dir import WARMUP, RunDir
 
@@ -59,8 +60,7 @@ def outcome_distributions(model, tokenizer, rows: list[dict], completions: list[
     prefixes = []
     for row, completion in zip(rows, completions):
         status = parse_epistemic_status(completion)
-        prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
-                                               **chat_template_kwargs)
+        prompt = chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs)
         text = prompt + format_epistemic_status(status.confidence, "").rstrip()
         prefixes.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     out = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ao_calib.calibration import format_epistemic_status, parse_epistemic_status
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.judges.label import yes_no
 
 from ..rows.generate import generate_rows
@@ -34,8 +35,7 @@ def own_answer_probabilities(model, tokenizer, rows: list[dict], completions: li
     try:
         for index, (row, completion) in enumerate(zip(rows, completions)):
             status = parse_epistemic_status(completion)
-            prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True,
-                                                   **chat_template_kwargs)
+            prompt = chat_prompt_text(tokenizer, row["prompt"], chat_template_kwargs)
             texts = [prompt + format_epistemic_status(status.confidence, answer) for answer in ANSWERS]
             prefix = len(tokenizer(prompt + format_epistemic_status(status.confidence, "").rstrip(),
                                    add_special_tokens=False)["input_ids"])
