@@ -11,6 +11,7 @@ the two agree. These cases are for evaluation only."""
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import inspect
 import itertools
@@ -206,11 +207,16 @@ ADDITIONAL_FUNCTIONS = "{functions}\nI have updated some more functions you can 
 """The user turn BFCL writes where a ``miss_func`` case gives the functions it held back (BFCL's own words)."""
 
 
+@functools.cache
+def _class_docs(name: str) -> tuple[dict, ...]:
+    """A class's function docs, read once (one file a class in the wheel, named as the class's module)."""
+    return tuple(_json_lines(bfcl_data() / "multi_turn_func_doc" / f"{_CLASS_MODULE[name]}.json"))
+
+
 def function_docs(case: dict) -> tuple[list[dict], dict[int, list[dict]]]:
     """(the docs the system prompt lists, the docs held back until a turn): the involved classes' function docs,
     less those ``missed_function`` gives at a later turn (BFCL's ``populate_test_cases_with_predefined_functions``)."""
-    folder = bfcl_data() / "multi_turn_func_doc"  # one file a class, named as the class's module
-    docs = [doc for name in case["involved_classes"] for doc in _json_lines(folder / f"{_CLASS_MODULE[name]}.json")]
+    docs = [doc for name in case["involved_classes"] for doc in _class_docs(name)]
     held = {int(turn): [d for d in docs if d["name"] in names]
             for turn, names in (case.get("missed_function") or {}).items()}
     withheld = {d["name"] for turn_docs in held.values() for d in turn_docs}
@@ -243,6 +249,13 @@ def row_tools(row: dict) -> Any:
     return case_tools(json.loads(row["bfcl_case"]))
 
 
+def turns_passed(case: dict, turns: Sequence[Sequence[Sequence[Call]]]) -> int:
+    """How many of the case's user turns pass BFCL's state and response checks before the first that fails
+    (``episode_verdict``; none when the episode has another number of turns)."""
+    checked = episode_verdict(case, turns)
+    return len(case["ground_truth"]) if checked["valid"] else checked.get("turn", 0)
+
+
 # BFCL's failure types an episode is counted under (``fail_<type>``); any other is ``fail_other``
 FAILURES = ("instance_state_mismatch", "execution_response_mismatch", "empty_turn_model_response", "force_terminated")
 
@@ -254,11 +267,9 @@ def score_episode(episode: Sequence[dict], row: dict) -> dict[str, float]:
     case = json.loads(row["bfcl_case"])
     turns = episode_steps(episode)
     verdict = bfcl_verdict(case, [[[call_string(c) for c in step] for step in turn] for turn in turns])
-    checked = episode_verdict(case, turns)
-    first_failing = len(case["ground_truth"]) if checked["valid"] else checked.get("turn", 0)
     failure = str(verdict.get("error_type", "")).removeprefix("multi_turn:")
     kind = failure if failure in FAILURES else "other"
-    return {"bfcl_ast": float(verdict["valid"]), "turns_passed": first_failing / len(case["ground_truth"]),
+    return {"bfcl_ast": float(verdict["valid"]), "turns_passed": turns_passed(case, turns) / len(case["ground_truth"]),
             "calls": float(sum(len(step) for turn in turns for step in turn)),
             **{f"fail_{name}": float(not verdict["valid"] and kind == name) for name in (*FAILURES, "other")}}
 
@@ -296,12 +307,10 @@ def turn_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     for episode, case_json in zip(completions, kwargs["bfcl_case"], strict=True):
         case = json.loads(case_json)
         turns = episode_steps(episode) if isinstance(episode, list) else [[]]
-        checked = episode_verdict(case, turns)
-        n = len(case["ground_truth"])
-        passed = n if checked["valid"] else checked.get("turn", 0)
         needed = [i for i, calls in enumerate(case["ground_truth"]) if calls]
         formed = sum(1 for i in needed if i < len(turns) and any(turns[i]))
-        rewards.append(passed / n + FORMAT_CREDIT * formed / max(len(needed), 1))
+        rewards.append(turns_passed(case, turns) / len(case["ground_truth"])
+                       + FORMAT_CREDIT * formed / max(len(needed), 1))
     return rewards
 
 
