@@ -39,7 +39,7 @@ class OracleGeneratedDataConfig(Checked):
 @dataclass
 class OracleClassificationDataConfig(Checked):
     """The Activation Oracle paper's yes/no classification files as the run's rows (ao_calib_tasks.oracle.
-    classification_source): train/validation/test split by statement per dataset, the Engels probes as
+    classification.source): train/validation/test split by statement per dataset, the Engels probes as
     out-of-distribution test rows."""
 
     config_key = "task.data.classification"

@@ -51,7 +51,7 @@ class Baselines:
         return self.logprob_platt(model, tokenizer, generate, run_dir, tag)
 
     def logprob_platt(self, model, tokenizer, generate, run_dir: RunDir, tag: str) -> dict:
-        """The oracle's probability of its own answer (``baselines.own_answer_probabilities``), Platt-scaled on the
+        """The oracle's probability of its own answer (``probabilities.own_answer_probabilities``), Platt-scaled on the
         validation split (the oracle's own answers there, scored against their labels). Written into every row of
         the evaluation's own-condition predictions file as ``baselines.logprob_platt``, with its AUROC and ECE in
         the report. The fit takes at most as many validation rows as the evaluation scored (``eval.num_samples``,
@@ -172,7 +172,7 @@ class Baselines:
 
     def suite(self, model, tokenizer, run_dir: RunDir, tag: str) -> dict:
         """``task.baselines_suite``: the mode share, the warm-up's number, the text-only rule and the probe
-        (``confidence_baselines``) written into every own-condition row of the evaluation, with their pooled
+        (``methods``) written into every own-condition row of the evaluation, with their pooled
         figures for eval.json."""
         from ao_calib.evaluation.evaluate import rows_of_records
 

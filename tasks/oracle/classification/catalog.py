@@ -1,5 +1,5 @@
 """The classification datasets' catalogue: their names, files, hub sources, the questions they ask and the
-labels they read (see ``classification`` for how rows are built from them)."""
+labels they read (see ``datasets`` for how rows are built from them)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``task.data.classification``: the Activation Oracle paper's yes/no classification files as an oracle run's rows.
 
-Every file of the folder is read with all its rows (``classification.load_folder``), split by statement per dataset
-(``classification.split_by_prompt``: no statement in two splits, Yes/No balanced), and each split is capped per
+Every file of the folder is read with all its rows (``datasets.load_folder``), split by statement per dataset
+(``datasets.split_by_prompt``: no statement in two splits, Yes/No balanced), and each split is capped per
 dataset by whole statements drawn by the seed. The Engels probes are out-of-distribution test rows only. Every row
 names its ``dataset`` and whether it is ``in_distribution``; its ``kind`` is its dataset.
 """

@@ -1,5 +1,6 @@
 """The held-out file of an oracle run (``task.data.test_path``), whatever its layout: its own module, since it
-reads both the project's labelled JSONL (``data``) and the paper's classification files (``classification``)."""
+reads both the project's labelled JSONL (``files``) and the paper's classification files
+(``classification.datasets``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ def load_held_out_rows(path: str | Path, seed: int = 0, all_paraphrases: bool = 
     """The rows of a labelled held-out file (``task.data.test_path``): ``prompt``, ``question``, ``answer`` (Yes or
     No) and ``kind``, extra fields kept. The one place a held-out file is read, whatever its layout: the project's
     labelled JSONL (``load_labelled_rows``), or a CSV/JSON file of the Activation Oracle paper's classification
-    formats, Engels probes included (``classification.load_labelled_file``: questions drawn from every paraphrase
-    with ``all_paraphrases``, by ``seed``), whose rows also carry ``dataset`` (their ``kind``) and
+    formats, Engels probes included (``classification.datasets.load_labelled_file``: questions drawn from every
+    paraphrase with ``all_paraphrases``, by ``seed``), whose rows also carry ``dataset`` (their ``kind``) and
     ``in_distribution`` (false for an Engels probe)."""
     what = "the held-out file (task.data.test_path)"
     if Path(path).suffix.lower() not in (".csv", ".json") or not Path(path).is_file():

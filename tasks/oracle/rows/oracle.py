@@ -50,7 +50,7 @@ def asks_yes_no(row: dict) -> bool:
 
 
 def is_open_class(row: dict) -> bool:
-    """A classification statement's open question, answered by its class (``classification_source.open_rows``)."""
+    """A classification statement's open question, answered by its class (``classification.source.open_rows``)."""
     return row.get("question_form") == OPEN_FORM
 
 
