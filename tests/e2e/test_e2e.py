@@ -9,6 +9,7 @@ import pytest
 import yaml
 from ao_calib_tasks.function_call.bfcl_checker import score_text
 
+from tests.helpers.bfcl_rows import write_multi_turn_folder
 from tests.helpers.commands import assert_ok, run_cli
 from tests.helpers.files import read_jsonl
 
@@ -130,12 +131,8 @@ def test_eval_cli_plays_and_scores_bfcl_multi_turn_cases(run_dir, tmp_path):
     user turns fed one at a time, scored by BFCL's checker per category, each prediction row holding its episode."""
     multi_turn = pytest.importorskip("ao_calib_tasks.function_call.bfcl_multi_turn")
     pytest.importorskip("bfcl_eval")
-    (tmp_path / "possible_answer").mkdir()
     cases = multi_turn.load_cases("multi_turn_base")[:2]
-    (tmp_path / "BFCL_v4_multi_turn_base.json").write_text(
-        "".join(json.dumps({k: v for k, v in c.items() if k != "ground_truth"}) + "\n" for c in cases))
-    (tmp_path / "possible_answer" / "BFCL_v4_multi_turn_base.json").write_text(
-        "".join(json.dumps({"id": c["id"], "ground_truth": c["ground_truth"]}) + "\n" for c in cases))
+    write_multi_turn_folder(tmp_path, {"multi_turn_base": cases})
     result = run_cli("ao_calib.eval", f"run_dir={run_dir}", "task.data.format=bfcl", f"task.data.test_path={tmp_path}",
                      "max_new_tokens=8", "tag=bfcl_multi_turn")
     assert_ok(result)

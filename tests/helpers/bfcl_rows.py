@@ -17,3 +17,17 @@ def completion_rows() -> list[dict]:
             rows.append({"id": case["id"], "question": case["question"], "function": case["function"],
                          "possible_answer": case["ground_truth"], "completion": completion, "mine": 1})
     return rows
+
+
+def write_multi_turn_folder(root, cases_by_category: dict[str, list[dict]]) -> None:
+    """BFCL multi-turn cases (with their ``ground_truth``) written under ``root`` as ``bfcl_eval/data`` lays them out:
+    ``BFCL_v4_<category>.json`` and ``possible_answer/`` beside it, one JSON object a line."""
+    import json
+
+    (root / "possible_answer").mkdir(parents=True, exist_ok=True)
+    for category, cases in cases_by_category.items():
+        name = f"BFCL_v4_{category}.json"
+        (root / name).write_text("".join(json.dumps({k: v for k, v in c.items() if k != "ground_truth"}) + "\n"
+                                         for c in cases))
+        (root / "possible_answer" / name).write_text(
+            "".join(json.dumps({"id": c["id"], "ground_truth": c["ground_truth"]}) + "\n" for c in cases))

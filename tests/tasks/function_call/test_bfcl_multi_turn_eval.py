@@ -24,6 +24,7 @@ from ao_calib_tasks.function_call.bfcl_multi_turn import (
     turn_reward,
 )
 from ao_calib_tasks.function_call.parsing import parse_calls
+from tests.helpers.bfcl_rows import write_multi_turn_folder
 
 CASES = 4  # of each category written
 
@@ -32,14 +33,7 @@ CASES = 4  # of each category written
 def folder(tmp_path_factory):
     """Two of BFCL's multi-turn category files, cut to their first cases, laid out as bfcl_eval/data."""
     root = tmp_path_factory.mktemp("bfcl_multi_turn")
-    (root / "possible_answer").mkdir()
-    for category in ("multi_turn_base", "multi_turn_miss_func"):
-        cases = load_cases(category)[:CASES]
-        name = f"BFCL_v4_{category}.json"
-        (root / name).write_text("".join(json.dumps({k: v for k, v in c.items() if k != "ground_truth"}) + "\n"
-                                         for c in cases))
-        (root / "possible_answer" / name).write_text(
-            "".join(json.dumps({"id": c["id"], "ground_truth": c["ground_truth"]}) + "\n" for c in cases))
+    write_multi_turn_folder(root, {c: load_cases(c)[:CASES] for c in ("multi_turn_base", "multi_turn_miss_func")})
     return root
 
 
