@@ -42,8 +42,9 @@ class TaskData:
     #: TRL's tool loop, and every evaluation), their results going back as ``tool`` messages, out of the loss.
     #: None: single-turn completions
     tools: Any = None
-    #: a held-out row's own tools, ``row -> Tools`` (a BFCL multi-turn case's API instances): evaluation plays each
-    #: row's episode with them; training never reads them. None: ``tools`` for every row
+    #: a row's own tools, ``row -> Tools`` (a multi-turn case's API instances): evaluation plays each held-out row's
+    #: episode with them, GRPO each training row's (``ao_calib.tools.rollouts``, which also feeds a row's later user
+    #: turns). None: ``tools`` for every row
     row_tools: Any = None
     #: what ``build_data`` made that the task's later steps read (the oracle's extraction model and stores); the
     #: framework hands the data back to those steps, so that the task object keeps nothing between calls
@@ -144,8 +145,8 @@ class Task(ABC):
         return self.calibrated_reward is not None and self.calibrated_reward in self.context.reward_names
 
     def gives_tools(self) -> bool:
-        """Whether ``build_data`` will hand the run tools (``TaskData.tools``): then the run's settings that cannot
-        run them are refused before the model loads."""
+        """Whether ``build_data`` will hand the run's training tools (``TaskData.tools`` or ``row_tools``): then the
+        run's settings that cannot run them are refused before the model loads."""
         return False
 
     def confidence_scale(self) -> list[int] | None:

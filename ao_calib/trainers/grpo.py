@@ -16,9 +16,10 @@ class SteeredGRPOTrainer(SteeringMixin, AOGRPOTrainer):
 
 
 def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
-    """TRL's tool loop for a task that gives tools, refused where a part of the project's GRPO would not see the
+    """TRL's tool loop for a task that gives tools, or ``rollout_func`` for one whose rows have tools of their own
+    and later user turns (``ao_calib.tools.rollouts``); refused where a part of the project's GRPO would not see the
     tool results' mask or would sample the later turns wrongly."""
-    if not setup.data.tools:
+    if not (setup.data.tools or setup.data.row_tools):
         return {}
     from ao_calib.tools import stage_clashes
     from ao_calib.tools.chat_format import check_transformers
@@ -31,6 +32,10 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     found = stage_clashes(stage) + [name for name, on in clashes.items() if on]
     if found:
         raise AOCalibError(f"the task gives tools (multi-turn rollouts), which do not combine with {', '.join(found)}")
+    if setup.data.row_tools:
+        from ao_calib.tools.rollouts import EpisodeRollout
+
+        return {"rollout_func": EpisodeRollout(setup.data.row_tools)}
     return {"tools": list(setup.data.tools.functions)}
 
 

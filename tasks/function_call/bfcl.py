@@ -40,7 +40,7 @@ SYSTEM_PROMPT = (
     "function needs, say so.\n"
     "Reply with the function calls only, in the form "
     "[func_name1(param_name1=value1, param_name2=value2...), func_name2(params)], with no other text.\n\n"
-    "The functions you may call, in JSON:\n{functions}\n"
+    "The functions you may call, {written}:\n{functions}\n"
 )
 """BFCL's default prompt for prompting models in substance (its output format, JSON function docs in the
 system turn), in this project's words."""
@@ -52,21 +52,48 @@ def category_of(case_id: str) -> str:
     return head
 
 
-DOCS_STYLES = ("indented", "compact")
-"""How the function docs are written as JSON: ``indented`` (four spaces a level, a line per key) or ``compact``
-(one line, no space after a separator): the same docs either way (``task.data.bfcl_docs`` says what each costs)."""
+DOCS_STYLES = ("indented", "compact", "signatures")
+"""How the function docs are written: as JSON, ``indented`` (four spaces a level, a line per key) or ``compact`` (one
+line, no space after a separator), the same docs either way; or ``signatures``, a line a function (its Python-style
+signature and what it does, without the parameters' and the response's descriptions: a fraction of the tokens).
+``task.data.bfcl_docs`` says what each costs."""
+
+_PYTHON_TYPES = {"string": "str", "integer": "int", "float": "float", "number": "float", "boolean": "bool",
+                 "array": "list", "dict": "dict", "object": "dict", "tuple": "tuple", "any": "Any"}
 
 
-def docs_json(functions: list[dict], style: str = "indented") -> str:
+def signature(function: dict) -> str:
+    """``wc(file_name: str, mode: str = 'l'): Count the number of lines, words, and characters in a file.``: the
+    required parameters first, an optional one with its default (``= ...`` where it has none); the description
+    is the text after BFCL's ``Tool description:`` (its class's preamble dropped), to its first sentence's end."""
+    parameters = function.get("parameters") or {}
+    properties, required = parameters.get("properties") or {}, set(parameters.get("required") or ())
+
+    def typed(name: str, spec: dict) -> str:
+        kind = _PYTHON_TYPES.get(str(spec.get("type")), str(spec.get("type", "Any")))
+        item = (spec.get("items") or {}).get("type") if kind == "list" else None
+        text = f"{name}: {kind}" + (f"[{_PYTHON_TYPES.get(item, item)}]" if item else "")
+        return text if name in required else text + f" = {spec['default']!r}" if "default" in spec else text + " = ..."
+
+    ordered = sorted(properties.items(), key=lambda item: item[0] not in required)
+    description = str(function.get("description", "")).split("Tool description:")[-1].strip()
+    first = description.split(". ")[0].rstrip(".")
+    return f"{function['name']}({', '.join(typed(n, spec) for n, spec in ordered)}): {first}."
+
+
+def docs_text(functions: list[dict], style: str = "indented") -> str:
     if style == "indented":
         return json.dumps(functions, indent=4)
     if style == "compact":
         return json.dumps(functions, separators=(",", ":"))
+    if style == "signatures":
+        return "\n".join(map(signature, functions))
     raise ValueError(f"docs style {style!r}: expected one of {', '.join(DOCS_STYLES)}")
 
 
 def system_prompt(functions: list[dict], docs: str = "indented") -> str:
-    return SYSTEM_PROMPT.format(functions=docs_json(functions, docs))
+    written = "one a line" if docs == "signatures" else "in JSON"
+    return SYSTEM_PROMPT.format(functions=docs_text(functions, docs), written=written)
 
 
 def prompt_messages(row: dict, docs: str = "indented") -> list[dict[str, str]]:

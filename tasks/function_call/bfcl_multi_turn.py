@@ -302,9 +302,10 @@ def turn_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
     """TRL's reward signature, for episodes of multi-turn cases (the rows' ``bfcl_case``): the share of the case's
     user turns that pass BFCL's state and response checks before the first that fails (``episode_verdict``), plus
     ``FORMAT_CREDIT`` times the share of the turns that need calls in which the model wrote parseable ones (nothing
-    for an empty turn where calls were needed)."""
+    for an empty turn where calls were needed). The episodes are GRPO's rollouts' ``episode`` (their messages,
+    ``ao_calib.tools.rollouts``) where given, else the completions."""
     rewards = []
-    for episode, case_json in zip(completions, kwargs["bfcl_case"], strict=True):
+    for episode, case_json in zip(kwargs.get("episode") or completions, kwargs["bfcl_case"], strict=True):
         case = json.loads(case_json)
         turns = episode_steps(episode) if isinstance(episode, list) else [[]]
         needed = [i for i, calls in enumerate(case["ground_truth"]) if calls]

@@ -84,9 +84,9 @@ class FunctionCallDataConfig(Checked):
         "set drawn apart from it (e.g. data/bfcl_v4_real_validation), so settings are chosen on real cases "
         "without scoring the test set. Never trained on. null: no extra set.")
     bfcl_docs: str = setting(
-        "indented", "data.format=bfcl: how the function docs are written as JSON into the system turn, in training "
-        "and evaluation alike: indented (four spaces a level, a line per key) or compact (one line, no spaces after "
-        "separators: fewer prompt tokens). Evaluate a model in the style it was trained on.",
+        "indented", "data.format=bfcl or multi_turn: how the function docs are written into the system turn, in "
+        "training and evaluation alike: JSON indented or compact (one line), or signatures (a line a function: "
+        "about a tenth of the tokens). Evaluate a model in the style it was trained on.",
         allowed=one_of(*DOCS_STYLES))
     extra_test_samples: Optional[int] = setting(None, "Rows of the extra held-out set scored; null: all of it, else "
                                                 "a sample drawn with eval.seed.", allowed=at_least(1))

@@ -38,10 +38,6 @@ class FunctionCallTask(Task):
         super().__init__(config, context)
         if self.bfcl or self.multi_turn:
             self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy (multi-turn: its checker's); per category too
-        if self.multi_turn and set(context.stages) - {"sft"}:
-            raise AOCalibError(f"task.data.format=multi_turn trains with SFT only for now (this run's stages: "
-                               f"{list(context.stages)}): GRPO over several user turns needs a rollout of its own, "
-                               "not built yet (docs/design.md); use trainer=sft")
         if config.min_no_call_probability is not None:
             from ao_calib.runtime import distributed
 
@@ -62,6 +58,9 @@ class FunctionCallTask(Task):
     def multi_turn(self) -> bool:
         """Generated multi-turn cases over BFCL's classes (``multi_turn_generate``)."""
         return self.config.data.format == "multi_turn"
+
+    def gives_tools(self) -> bool:
+        return self.multi_turn  # GRPO's episodes over each case's instances (BFCL's held-out cases: evaluation only)
 
     def build_data(self, tokenizer, model=None) -> TaskData:
         data_cfg = self.config.data

@@ -74,6 +74,17 @@ GOOD = {"id": "simple_python_0", "question": [[{"role": "user", "content": "Area
         "ground_truth": [{"area": {"w": [3], "h": [4]}}]}
 
 
+def test_signature_docs_are_one_line_a_function_with_types_defaults_and_what_it_does():
+    doc = {"name": "wc", "description": "This tool belongs to a file system. Tool description: Count the lines of a "
+           "file. Use it often.", "parameters": {"type": "dict", "required": ["file_name"], "properties": {
+               "mode": {"type": "string", "default": "l"}, "depth": {"type": "integer"},
+               "file_name": {"type": "string"}, "numbers": {"type": "array", "items": {"type": "float"}}}}}
+    assert bfcl.signature(doc) == ("wc(file_name: str, mode: str = 'l', depth: int = ..., numbers: list[float] = ...):"
+                                   " Count the lines of a file.")
+    prompt = bfcl.system_prompt([doc, {"name": "pwd", "description": "Where you are."}], "signatures")
+    assert prompt.endswith("one a line:\n" + bfcl.signature(doc) + "\npwd(): Where you are.\n")
+
+
 @pytest.mark.parametrize("change,field,needle", [
     ({"question": "hi"}, "question", "one turn"),
     ({"function": [{"name": "area", "parameters": {"properties": {"w": {"type": "number"}}}}]}, "function",

@@ -25,6 +25,7 @@ from ao_calib_tasks.function_call.bfcl_multi_turn import (
 )
 from ao_calib_tasks.function_call.parsing import parse_calls
 from tests.helpers.bfcl_rows import write_multi_turn_folder
+from tests.tools.test_tool_rollouts import Script, completion_rows, run_one_step, stage
 
 CASES = 4  # of each category written
 
@@ -141,9 +142,57 @@ def test_generated_multi_turn_cases_train_on_whole_episodes_and_are_scored_per_t
     assert [s["bfcl_ast"] for s in scores] == [1.0] * 3
 
 
-def test_multi_turn_cases_train_with_sft_only_for_now():
-    from ao_calib.core.errors import AOCalibError
+class GroundTruthScript(Script):
+    """A sampled model that writes each user turn's ground-truth calls, then a message without a call (the case is
+    found by its first user turn in the prompt's text)."""
 
-    with pytest.raises(AOCalibError, match="task.data.format=multi_turn trains with SFT only"):
-        build_task(compose_run_config(["task=function_call", "model=tiny_qwen3", "trainer=grpo",
-                                       "task.data.format=multi_turn"]))
+    def __init__(self, tokenizer, rows: list[dict]):
+        super().__init__(tokenizer)
+        self.cases = {r["prompt"][1]["content"]: json.loads(r["bfcl_case"]) for r in rows}
+
+    def reply(self, prompt_text: str) -> str:
+        case = next(c for first, c in self.cases.items() if first in prompt_text)
+        turn = prompt_text.count("<|im_start|>user") - 1
+        calls = [call_string(Environment(case).named(c)) for text in case["ground_truth"][turn]
+                 for c in parse_calls(text)]
+        answered = prompt_text.rsplit("<|im_start|>", 2)[-2].startswith("tool")
+        return ("Done." if answered or not calls else "[" + ", ".join(calls) + "]") + "<|im_end|>"
+
+
+def test_generated_multi_turn_cases_train_with_grpo_on_whole_episodes(tmp_path):
+    """GRPO on generated multi-turn cases: each rollout plays its case over its own instances through every user
+    turn (``ao_calib.tools.rollouts``) and earns the per-turn reward of the episode it played."""
+    from ao_calib.rewards import RewardPhase, RewardSchedule
+    from ao_calib.runs.run_dir import RunDir
+    from ao_calib.trainers import TrainerSetup
+
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "trainer=grpo", "task.data.format=multi_turn",
+                              "task.data.generate.n_train=2", "task.data.generate.n_test=1",
+                              "task.data.bfcl_docs=signatures"])
+    task, settings = build_task(cfg), typed(cfg.model, ModelConfig)
+    source = models.model_source(settings, cfg.paths.cache_dir)
+    tokenizer = models.load_tokenizer(source, settings)
+    data = task.build_data(tokenizer)
+    rewards: list[float] = []
+
+    def recorded(completions, **kwargs):
+        rewards.extend(turn_reward(completions, **kwargs))
+        return rewards[-len(completions):]
+
+    model = models.attach_lora(models.load_base_model(settings, source), settings)
+    setup = TrainerSetup(settings, model, tokenizer, data, RunDir(tmp_path),
+                         RewardSchedule(("turn_reward",), (RewardPhase(None, (1.0,)),)), {"turn_reward": recorded})
+    seen = run_one_step(setup, GroundTruthScript(tokenizer, data.train.to_list()),
+                        stage(max_completion_length=2048))
+    assert rewards == pytest.approx([1.0 + FORMAT_CREDIT] * 4)  # every turn of every episode passes BFCL's checks
+    assert all(0 in mask and 1 in mask for _, mask in completion_rows(seen))
+
+
+def test_multi_turn_cases_refuse_a_trainer_without_episodes_before_the_model_loads(tmp_path):
+    from tests.helpers.commands import run_cli
+
+    result = run_cli("ao_calib.run", "task=function_call", "model=tiny_qwen3", "trainer=rloo",
+                     "task.data.format=multi_turn", f"paths.output_dir={tmp_path}")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "trainer=rloo (single-turn completions; use trainer=grpo)" in result.stderr.splitlines()[-1]
+    assert "Loading weights" not in result.stdout + result.stderr
