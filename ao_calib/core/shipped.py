@@ -27,5 +27,19 @@ def shipped_places(name: str) -> tuple[Path, Path]:
     return PACKAGE_DIR / name, CLONE_ROOT / name
 
 
+def package_dir(name: str) -> Path:
+    """The folder of the installed package ``name`` (data a wheel ships, e.g. ``bfcl_eval``'s cases), or an error
+    naming it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        raise ValueError(f"a setting reads files of the package {name!r}, which is not installed here (see the "
+                         "README's install section for the extras it comes with)")
+    return Path(spec.origin).parent
+
+
 # ${ao_calib_shipped:data}: the data folder a preset reads its shipped files from (paths.data_dir)
 OmegaConf.register_new_resolver("ao_calib_shipped", lambda name: str(shipped_dir(name)), replace=True)
+# ${package_dir:bfcl_eval}: an installed package's folder (a preset that scores data a wheel ships)
+OmegaConf.register_new_resolver("package_dir", lambda name: str(package_dir(name)), replace=True)

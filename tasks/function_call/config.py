@@ -77,8 +77,8 @@ class FunctionCallDataConfig(Checked):
                                        "split.")
     extra_test_path: Optional[str] = setting(
         None, "A second held-out set scored with every evaluation, never trained on: BFCL question files or a "
-        "BFCL-layout folder (data.format=bfcl), or rows (data.format=rows). Scores go into eval_<tag>.json under "
-        "\"extra_test\", rows into eval_predictions_<tag>_extra.jsonl.")
+        "BFCL-layout folder (data.format=bfcl; multi-turn files for multi_turn), or rows (data.format=rows). Scores "
+        "go into eval_<tag>.json under \"extra_test\", rows into eval_predictions_<tag>_extra.jsonl.")
     extra_validation_path: Optional[str] = setting(
         None, "What data.eval_split=validation scores in place of extra_test_path, in the same format: a held-out "
         "set drawn apart from it (e.g. data/bfcl_v4_real_validation), so settings are chosen on real cases "
@@ -93,7 +93,8 @@ class FunctionCallDataConfig(Checked):
     generate: GeneratedDataConfig = setting(factory=GeneratedDataConfig, help="The offline generator.")
     eval_split: str = setting(
         "test", "The held-out split every evaluation scores: test (for reported numbers) or validation "
-        "(data.format=bfcl, generated cases: a third split drawn apart from train and test, for choosing settings; "
+        "(data.format=bfcl or multi_turn, generated cases: a third split drawn apart from train and test, for "
+        "choosing settings; "
         "it scores extra_validation_path in place of extra_test_path).",
         allowed=one_of("test", "validation"))
     max_train_samples: Optional[int] = setting(None, "At most this many training rows; null: all.",
@@ -114,9 +115,10 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.data.eval_split == "validation" and (self.data.format != "bfcl" or self.data.test_path):
+        if self.data.eval_split == "validation" and (self.data.format not in ("bfcl", "multi_turn")
+                                                     or self.data.test_path):
             raise ValueError("data.eval_split=validation: the validation split is drawn by the generator in BFCL's "
-                             "format: set data.format=bfcl and leave data.test_path null")
+                             "format: set data.format=bfcl (or multi_turn) and leave data.test_path null")
         if self.min_no_call_probability is not None and self.data.format != "bfcl":
             raise ValueError("min_no_call_probability decides between BFCL's empty answer and a call: set "
                              "data.format=bfcl, or leave min_no_call_probability null")

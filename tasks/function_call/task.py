@@ -245,7 +245,10 @@ class FunctionCallTask(Task):
 
         path = self._extra_path()
         suffix = self.config.confidence_instruction if self.calibrated else ""
-        if self.bfcl:
+        if self.multi_turn:  # BFCL's multi-turn cases, played as episodes over their instances (data.row_tools)
+            rows = [bfcl_multi_turn.evaluation_row(c, self.config.data.bfcl_docs) for f in
+                    bfcl_multi_turn.multi_turn_files(path) for c in bfcl_multi_turn.load_file(f)]
+        elif self.bfcl:
             rows = [bfcl.training_row(c, suffix, self.config.data.bfcl_docs) for c in bfcl.load_cases(path)]
         else:
             rows = _as_chat_dataset(load_rows(path), suffix).to_list()
