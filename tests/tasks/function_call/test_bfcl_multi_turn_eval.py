@@ -15,7 +15,7 @@ from ao_calib.config.compose import compose_run_config, typed
 from ao_calib.models import loading as models
 from ao_calib.models.config import ModelConfig
 from ao_calib.task_api import build_task
-from ao_calib.tools.episodes import play
+from ao_calib.tools.episodes import LATER_TURNS, play
 from ao_calib_tasks.function_call.bfcl_multi_turn import (
     FORMAT_CREDIT,
     Environment,
@@ -140,6 +140,15 @@ def test_generated_multi_turn_cases_train_on_whole_episodes_and_are_scored_per_t
     rows = data.test.to_list()
     scores = task.score(play(scripted(), rows, data.row_tools, tokenizer, {}), rows, data)
     assert [s["bfcl_ast"] for s in scores] == [1.0] * 3
+
+
+def test_generated_multi_turn_runs_score_bfcl_multi_turn_cases_as_their_extra_held_out_set(folder):
+    cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=multi_turn",
+                              f"task.data.extra_test_path={folder}", "task.data.extra_test_samples=3",
+                              "task.data.bfcl_docs=signatures"])
+    rows = build_task(cfg).extra_rows()
+    assert len(rows) == 3 and all(r["kind"] in ("multi_turn_base", "multi_turn_miss_func") for r in rows)
+    assert all("one a line:" in r["prompt"][0]["content"] and LATER_TURNS in r for r in rows)
 
 
 class GroundTruthScript(Script):
