@@ -16,6 +16,7 @@ import importlib
 import inspect
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,17 +261,30 @@ def turns_passed(case: dict, turns: Sequence[Sequence[Sequence[Call]]]) -> int:
 FAILURES = ("instance_state_mismatch", "execution_response_mismatch", "empty_turn_model_response", "force_terminated")
 
 
+# how a failed call's result starts: BFCL's words (``Environment.call``), or the episode loop's for a tool the case
+# does not have (``ao_calib.tools.episodes.tool_result``, TRL's)
+ERROR_RESULTS = ("Error during execution", "{'error': ")
+_CALL_START = re.compile(r"\s*\[?\s*[A-Za-z_][\w.]*\s*\(")
+
+
 def score_episode(episode: Sequence[dict], row: dict) -> dict[str, float]:
     """A played episode of a case: BFCL's verdict (``bfcl_ast``, the task's headline; ``bfcl_verdict``), the share
     of its user turns passed before the first failing one (``turns_passed``; ``episode_verdict``), the calls it made,
-    and its failure type as a one-hot ``fail_*``."""
+    its failure type as a one-hot ``fail_*``, and what went wrong on the way: ``tool_errors`` (calls whose result is
+    an error: an unknown function, wrong arguments, an exception inside a method) and ``malformed_calls`` (messages
+    that start like a call and parse as none, ending their turn)."""
     case = json.loads(row["bfcl_case"])
     turns = episode_steps(episode)
     verdict = bfcl_verdict(case, [[[call_string(c) for c in step] for step in turn] for turn in turns])
     failure = str(verdict.get("error_type", "")).removeprefix("multi_turn:")
     kind = failure if failure in FAILURES else "other"
+    said = [m for m in episode if m.get("role") == "assistant"]
     return {"bfcl_ast": float(verdict["valid"]), "turns_passed": turns_passed(case, turns) / len(case["ground_truth"]),
             "calls": float(sum(len(step) for turn in turns for step in turn)),
+            "tool_errors": float(sum(m.get("role") == "tool" and str(m.get("content", "")).startswith(ERROR_RESULTS)
+                                     for m in episode)),
+            "malformed_calls": float(sum(not m.get("tool_calls") and bool(_CALL_START.match(m.get("content") or ""))
+                                         for m in said)),
             **{f"fail_{name}": float(not verdict["valid"] and kind == name) for name in (*FAILURES, "other")}}
 
 

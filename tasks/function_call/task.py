@@ -260,7 +260,8 @@ class FunctionCallTask(Task):
             return super().metric_names()
         categories = (*bfcl.SUPPORTED_CATEGORIES, *bfcl_multi_turn.CATEGORIES, "generated_multi_turn", "all",
                       "category_mean")
-        multi_turn = {"turns_passed", "calls", *(f"fail_{name}" for name in (*bfcl_multi_turn.FAILURES, "other"))}
+        multi_turn = {"turns_passed", "calls", "tool_errors", "malformed_calls",
+                      *(f"fail_{name}" for name in (*bfcl_multi_turn.FAILURES, "other"))}
         return (super().metric_names() | {f"ast_accuracy/{kind}" for kind in categories} | multi_turn
                 | {"empty_where_call_needed"})
 

@@ -142,6 +142,26 @@ def test_generated_multi_turn_cases_train_on_whole_episodes_and_are_scored_per_t
     assert [s["bfcl_ast"] for s in scores] == [1.0] * 3
 
 
+def test_bad_calls_come_back_as_error_text_and_are_counted(task_data):
+    """An unknown function, a wrong argument, a method that raises and a malformed call: each is an error result
+    the model reads (or, malformed, a turn that ends), counted in the episode's scores; nothing stops the run."""
+    task, data, tokenizer = task_data
+    row = next(r for r in data.test.to_list() if "GorillaFileSystem" in json.loads(r["bfcl_case"])["involved_classes"])
+    bad = iter(["[no_such_function(x=1), cd(wrong_kw='a')]", "[cat(file_name='missing_file.txt')]",
+                "[cd(folder=)", "Nothing more."])
+
+    def generate_turn(asked):
+        return [next(bad, "Nothing more.") for _ in asked]
+
+    [episode] = play(generate_turn, [row], data.row_tools, tokenizer, {})
+    results = [m["content"] for m in episode if m["role"] == "tool"]
+    assert results[0] == "{'error': 'Tool no_such_function not found.'}"
+    assert results[1].startswith("Error during execution: GorillaFileSystem.cd() got an unexpected keyword")
+    assert "missing_file.txt" in results[2]  # the class's own error text, as BFCL returns it
+    [scores] = task.score([episode], [row], data)
+    assert scores["tool_errors"] == 2 and scores["malformed_calls"] == 1 and scores["bfcl_ast"] == 0.0
+
+
 def test_generated_multi_turn_runs_score_bfcl_multi_turn_cases_as_their_extra_held_out_set(folder):
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=multi_turn",
                               f"task.data.extra_test_path={folder}", "task.data.extra_test_samples=3",
