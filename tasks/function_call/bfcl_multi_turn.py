@@ -245,9 +245,9 @@ def evaluation_row(case: dict, docs: str = "indented", kind: str | None = None) 
             "bfcl_case": json.dumps(case), "bfcl_ground_truth": json.dumps(case["ground_truth"])}
 
 
-def row_tools(row: dict) -> Any:
-    """An evaluation row's tools: a fresh environment of its case (``case_tools``)."""
-    return case_tools(json.loads(row["bfcl_case"]))
+def row_tools(row: dict, max_steps: int = 20) -> Any:
+    """A row's tools: a fresh environment of its case (``case_tools``)."""
+    return case_tools(json.loads(row["bfcl_case"]), max_steps)
 
 
 def turns_passed(case: dict, turns: Sequence[Sequence[Sequence[Call]]]) -> int:

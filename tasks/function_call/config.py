@@ -127,6 +127,10 @@ class FunctionCallTaskConfig(StatedConfidenceTaskConfig):
         "model's own probability of that answer is at least this, else with its best non-empty answer. Training is "
         "unchanged; choose it on the validation split (experiments/bfcl_no_call.py). null: greedy.",
         allowed=within(0, 1, low_open=True))
+    max_steps_per_turn: int = setting(
+        20, "Multi-turn episodes: messages with calls the model may write in one user turn before the turn is cut "
+        "(BFCL force-terminates at 20). Lower bounds a CPU run's time; a turn that needs more fails.",
+        allowed=at_least(1))
     strict_format: bool = setting(True, "BFCL scoring: true rejects prose or a fenced block around the call, as "
                                   "BFCL's decoder does; false takes the first call list found in a fenced block or "
                                   "on a line of its own.")

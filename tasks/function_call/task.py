@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 from pathlib import Path
@@ -125,7 +126,7 @@ class FunctionCallTask(Task):
         suffix = self.config.confidence_instruction if self.calibrated else ""
         return TaskData(train=datasets.Dataset.from_list([bfcl.training_row(c, suffix, docs) for c in train]),
                         test=datasets.Dataset.from_list([bfcl_multi_turn.evaluation_row(c, docs) for c in cases]),
-                        row_tools=bfcl_multi_turn.row_tools)
+                        row_tools=self._row_tools())
 
     def _generated_multi_turn_data(self, tokenizer) -> TaskData:
         """The generator's multi-turn cases: training rows whose SFT target is the whole ground-truth episode
@@ -150,7 +151,11 @@ class FunctionCallTask(Task):
         return TaskData(train=datasets.Dataset.from_list(rows),
                         test=datasets.Dataset.from_list([bfcl_multi_turn.evaluation_row(c, docs, kind)
                                                          for c in held_out]),
-                        row_tools=bfcl_multi_turn.row_tools)
+                        row_tools=self._row_tools())
+
+    def _row_tools(self):
+        """Each multi-turn row's tools, its turns bounded by ``task.max_steps_per_turn``."""
+        return functools.partial(bfcl_multi_turn.row_tools, max_steps=self.config.max_steps_per_turn)
 
     def _generated_files(self) -> tuple[Path, Path]:
         """Generated splits are cached per generator setting, so every job of a sweep trains on the same rows."""

@@ -165,8 +165,11 @@ def test_bad_calls_come_back_as_error_text_and_are_counted(task_data):
 def test_generated_multi_turn_runs_score_bfcl_multi_turn_cases_as_their_extra_held_out_set(folder):
     cfg = compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=multi_turn",
                               f"task.data.extra_test_path={folder}", "task.data.extra_test_samples=3",
-                              "task.data.bfcl_docs=signatures"])
-    rows = build_task(cfg).extra_rows()
+                              "task.data.bfcl_docs=signatures", "task.max_steps_per_turn=3",
+                              "task.data.generate.n_train=2", "task.data.generate.n_test=1"])
+    task = build_task(cfg)
+    rows = task.extra_rows()
+    assert task.build_data(None).row_tools(rows[0]).max_rounds == 3  # the bound on a turn's call messages
     assert len(rows) == 3 and all(r["kind"] in ("multi_turn_base", "multi_turn_miss_func") for r in rows)
     assert all("one a line:" in r["prompt"][0]["content"] and LATER_TURNS in r for r in rows)
 
