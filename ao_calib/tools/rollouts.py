@@ -20,7 +20,7 @@ class RolloutRowsMixin:
     """For a GRPO trainer with an ``EpisodeRollout``: keeps the rows of the batch being generated (TRL hands
     ``rollout_func`` their prompts alone; an episode needs its row's tools and later turns)."""
 
-    rollout_rows: list[dict] = []
+    rollout_rows: list[dict] = ()  # type: ignore[assignment]  # set before each generation batch
 
     def _generate_and_score_completions(self, inputs):
         self.rollout_rows = list(inputs)
@@ -71,9 +71,10 @@ class EpisodeRollout:
         rollouts = [_Rollout(list(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True,
                                                                 return_dict=False, **template)),
                              seen=len(prompt)) for prompt in prompts]
-        sampled_logprobs = [True]
+        with_logprobs = True  # the generator gives each sampled token's log-probability (vLLM), or never
 
         def generate_turn(asked: list[dict]) -> list[str]:
+            nonlocal with_logprobs
             live = []
             for row in asked:
                 rollout = rollouts[row[INDEX]]
@@ -92,7 +93,7 @@ class EpisodeRollout:
             texts = {}
             if live:
                 ids, logprobs = trainer._generate_single_turn([r.prompt + r.completion for r in live], None, {}, 1)
-                sampled_logprobs[0] = sampled_logprobs[0] and logprobs is not None
+                with_logprobs = with_logprobs and logprobs is not None
                 for index, (rollout, turn) in enumerate(zip(live, ids, strict=True)):
                     room = budget - len(rollout.completion)
                     turn = list(turn)[:room]
@@ -106,5 +107,5 @@ class EpisodeRollout:
         indexed = [{**row, "prompt": prompt, INDEX: i} for i, (row, prompt) in enumerate(zip(rows, prompts))]
         episodes = play(generate_turn, indexed, self.row_tools, tokenizer, template)
         return {"prompt_ids": [r.prompt for r in rollouts], "completion_ids": [r.completion for r in rollouts],
-                "logprobs": [r.logprobs for r in rollouts] if sampled_logprobs[0] else None,
+                "logprobs": [r.logprobs for r in rollouts] if with_logprobs else None,
                 "env_mask": [r.mask for r in rollouts], "episode": episodes}
