@@ -73,7 +73,9 @@ def signature(function: dict) -> str:
         kind = _PYTHON_TYPES.get(str(spec.get("type")), str(spec.get("type", "Any")))
         item = (spec.get("items") or {}).get("type") if kind == "list" else None
         text = f"{name}: {kind}" + (f"[{_PYTHON_TYPES.get(item, item)}]" if item else "")
-        return text if name in required else text + f" = {spec['default']!r}" if "default" in spec else text + " = ..."
+        if name in required:
+            return text
+        return text + (f" = {spec['default']!r}" if "default" in spec else " = ...")
 
     ordered = sorted(properties.items(), key=lambda item: item[0] not in required)
     description = str(function.get("description", "")).split("Tool description:")[-1].strip()
