@@ -45,8 +45,29 @@ _ORDER = ["loss", "reward", "eval / validation", "KL", "learning rate"]
 EVAL_GROUP = "eval / validation"
 
 
+# The validation figures drawn first (by the name after ``val/``, ``eval/``, a condition's ``control/`` ...); the
+# panel holds at most MAX_EVAL_SERIES, all on a 0-1 scale; every figure stays in metrics.jsonl.
+_EVAL_FIRST = ("accuracy", "auroc", "auroc_within_question", "ece", "parse_rate")
+MAX_EVAL_SERIES = 8
+
+
+def shown_eval_keys(keys: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    """The validation keys the panel draws: those whose values all lie in [0, 1] (a count such as
+    ``distinct_questions`` would flatten the rest), accuracy, AUROC, ECE and parse rate first."""
+    def on_unit_scale(key: str) -> bool:
+        values = [as_number(row[key]) for row in rows if key in row]
+        return all(v is None or 0.0 <= v <= 1.0 for v in values)
+
+    def rank(key: str) -> int:
+        name = key.split("/")[-1]
+        return _EVAL_FIRST.index(name) if name in _EVAL_FIRST else len(_EVAL_FIRST)
+
+    return sorted((k for k in keys if on_unit_scale(k)), key=rank)[:MAX_EVAL_SERIES]
+
+
 def group_keys(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """``{group title: [keys with at least one numeric value]}``, groups without data left out."""
+    """``{group title: [keys with at least one numeric value]}``, groups without data left out; the validation
+    group keeps the keys ``shown_eval_keys`` picks."""
     numeric: list[str] = []
     for row in rows:
         for key, value in row.items():
@@ -58,7 +79,9 @@ def group_keys(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
             if belongs(key):
                 grouped.setdefault(title, []).append(key)
                 break
-    return {title: grouped[title] for title in _ORDER if title in grouped}
+    if EVAL_GROUP in grouped:
+        grouped[EVAL_GROUP] = shown_eval_keys(grouped[EVAL_GROUP], rows)
+    return {title: grouped[title] for title in _ORDER if grouped.get(title)}
 
 
 @dataclass
@@ -199,7 +222,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     if held_out and EVAL_GROUP not in groups:
         groups = {title: groups.get(title, []) for title in _ORDER if title in groups or title == EVAL_GROUP}
     ylabels = {title: ylabel for title, ylabel, _ in GROUPS}
-    fig = Figure(figsize=(10, 2.8 * len(groups) + 0.8))
+    fig = Figure(figsize=(13, 2.8 * len(groups) + 0.8))
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
     styles = ["-", "--", ":", "-."]
@@ -234,8 +257,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
         ax.grid(True, alpha=0.3)
         if title == "learning rate":
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-        if entries > 1 or title == EVAL_GROUP:
-            ax.legend(fontsize="small" if entries <= 8 else "x-small", loc="best")
+        if entries > 1 or title == EVAL_GROUP:  # beside the panel: inside it, a long legend hides the curves
+            ax.legend(fontsize="small" if entries <= 8 else "x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if len(stages) > 1:
         for stage in stages:
             axes[0].annotate(labels[stage.name], xy=(stage.start, 1.0), xycoords=("data", "axes fraction"),
