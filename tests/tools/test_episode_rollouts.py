@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 from datasets import Dataset
 
 from ao_calib.core.errors import AOCalibError
@@ -20,7 +19,13 @@ from ao_calib.tools import Tools
 from ao_calib.tools.episodes import LATER_TURNS
 from ao_calib.trainers import build_trainer
 from ao_calib.trainers.config import RLOOTrainerConfig
-from tests.tools.test_tool_rollouts import Script, completion_rows, run_one_step, setup, stage  # noqa: F401
+from tests.helpers.scripted_rollouts import (
+    Script,
+    calculator_setup,
+    completion_rows,
+    run_one_step,
+    stage,
+)
 
 CALL = '{"tool": "add", "args": {"n": 2}}<|im_end|>'
 DONE = "done<|im_end|>"
@@ -52,11 +57,12 @@ class TurnScript(Script):
 
 
 @pytest.fixture
-def turns(setup):  # noqa: F811
+def turns(tmp_path):
     rows = Dataset.from_list([{"prompt": [{"role": "user", "content": f"first ({i})"}],
                                LATER_TURNS: [[{"role": "user", "content": f"second ({i})"}]]} for i in range(2)])
     schedule = RewardSchedule(("turns_done",), (RewardPhase(None, (1.0,)),))
-    return dataclasses.replace(setup, data=TaskData(rows, rows, row_tools=counter), schedule=schedule,
+    data = TaskData(rows, rows, row_tools=counter)
+    return dataclasses.replace(calculator_setup(tmp_path), data=data, schedule=schedule,
                                reward_fns={"turns_done": turns_done})
 
 

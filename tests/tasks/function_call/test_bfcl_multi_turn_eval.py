@@ -11,11 +11,6 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval==2026.3.23")
 
-from ao_calib.config.compose import compose_run_config, typed
-from ao_calib.models import loading as models
-from ao_calib.models.config import ModelConfig
-from ao_calib.task_api import build_task
-from ao_calib.tools.episodes import LATER_TURNS, play
 from ao_calib_tasks.function_call.bfcl_multi_turn import (
     FORMAT_CREDIT,
     Environment,
@@ -24,8 +19,14 @@ from ao_calib_tasks.function_call.bfcl_multi_turn import (
     turn_reward,
 )
 from ao_calib_tasks.function_call.parsing import parse_calls
+
+from ao_calib.config.compose import compose_run_config, typed
+from ao_calib.models import loading as models
+from ao_calib.models.config import ModelConfig
+from ao_calib.task_api import build_task
+from ao_calib.tools.episodes import LATER_TURNS, play
 from tests.helpers.bfcl_rows import write_multi_turn_folder
-from tests.tools.test_tool_rollouts import Script, completion_rows, run_one_step, stage
+from tests.helpers.scripted_rollouts import Script, completion_rows, run_one_step, stage
 
 CASES = 4  # of each category written
 
