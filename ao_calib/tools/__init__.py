@@ -37,6 +37,20 @@ class Tools:
         return Tools(tuple(silent(fn) for fn in self.functions), self.max_rounds, self.parse)
 
 
+def episodes_in_training(data) -> str | None:
+    """How GRPO rolls out ``data``'s training rows (a ``TaskData``): ``"tools"`` (TRL's tool loop, the same tools for
+    every row), ``"rows"`` (each row's own tools and later user turns: ``rollouts.EpisodeRollout``) or None (single
+    turns: a task whose held-out rows alone have tools of their own, BFCL multi-turn scored beside single-turn
+    training)."""
+    from ao_calib.tools.episodes import LATER_TURNS
+
+    if data.tools is not None:
+        return "tools"
+    if data.row_tools is not None and LATER_TURNS in (getattr(data.train, "column_names", None) or ()):
+        return "rows"
+    return None
+
+
 def stage_clashes(stage) -> list[str]:
     """What in an RL stage's settings (``cfg.trainer``) cannot run a task's tools: TRL's tool loop is GRPO's, and the
     project's greedy group member and shared-prefix pass do not see the later turns."""

@@ -139,7 +139,9 @@ def group_kwargs(setup: TrainerSetup, stage: TrainerConfig) -> dict:
 def build_online_trainer(trainer_cls, setup: TrainerSetup, stage: TrainerConfig, args, callbacks, **extra):
     """An online trainer on the task's training split with the reward mix's functions, sampling completions to
     the run's completions file."""
-    if (setup.data.tools or setup.data.row_tools) and not {"tools", "rollout_func"} & extra.keys():
+    from ao_calib.tools import episodes_in_training
+
+    if episodes_in_training(setup.data) and not {"tools", "rollout_func"} & extra.keys():
         raise AOCalibError(f"trainer={stage.name} samples single-turn completions, and the task gives tools "
                            "(multi-turn rollouts): use trainer=grpo")
     return trainer_cls(

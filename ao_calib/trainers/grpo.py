@@ -19,9 +19,11 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     """TRL's tool loop for a task that gives tools, or ``rollout_func`` for one whose rows have tools of their own
     and later user turns (``ao_calib.tools.rollouts``); refused where a part of the project's GRPO would not see the
     tool results' mask or would sample the later turns wrongly."""
-    if not (setup.data.tools or setup.data.row_tools):
+    from ao_calib.tools import episodes_in_training, stage_clashes
+
+    episodes = episodes_in_training(setup.data)
+    if episodes is None:
         return {}
-    from ao_calib.tools import stage_clashes
     from ao_calib.tools.chat_format import check_transformers
 
     check_transformers("the task's tools")
@@ -32,7 +34,7 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     found = stage_clashes(stage) + [name for name, on in clashes.items() if on]
     if found:
         raise AOCalibError(f"the task gives tools (multi-turn rollouts), which do not combine with {', '.join(found)}")
-    if setup.data.row_tools:
+    if episodes == "rows":
         from ao_calib.tools.rollouts import EpisodeRollout
 
         return {"rollout_func": EpisodeRollout(setup.data.row_tools)}

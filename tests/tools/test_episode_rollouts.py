@@ -107,3 +107,13 @@ def test_the_completion_budget_ends_an_episode(turns):
 def test_a_trainer_without_rollouts_is_refused(turns):
     with pytest.raises(AOCalibError, match="trainer=rloo samples single-turn completions"):
         build_trainer(turns, RLOOTrainerConfig(max_steps=1, batch_size=2, num_generations=2), "train")
+
+
+def test_rows_train_through_episodes_only_when_they_carry_later_turns(turns):
+    from ao_calib.tools import episodes_in_training
+
+    single = Dataset.from_list([{"prompt": [{"role": "user", "content": "first"}]}])
+    assert episodes_in_training(turns.data) == "rows"
+    # held-out rows with tools of their own (BFCL multi-turn scored beside single-turn training): single turns
+    assert episodes_in_training(TaskData(single, turns.data.test, row_tools=counter)) is None
+    assert episodes_in_training(TaskData(single, single, tools=counter({}))) == "tools"
