@@ -11,6 +11,7 @@ from dataclasses import dataclass
 # answer), as JSON text of the messages: Arrow would merge the calls' differing argument dicts into one struct. Its
 # assistant turns are trained on, its tool turns are not (ao_calib.trainers.sft).
 TRAJECTORY = "completion_messages"
+LATER_TURNS = "later_turns"  # a row's user turns after its prompt's, each a list of messages, fed one at a time
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,6 @@ def episodes_in_training(data) -> str | None:
     every row), ``"rows"`` (each row's own tools and later user turns: ``rollouts.EpisodeRollout``) or None (single
     turns: a task whose held-out rows alone have tools of their own, BFCL multi-turn scored beside single-turn
     training)."""
-    from ao_calib.tools.episodes import LATER_TURNS
-
     if data.tools is not None:
         return "tools"
     if data.row_tools is not None and LATER_TURNS in (getattr(data.train, "column_names", None) or ()):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ao_calib.core.chat import chat_prompt_text
-from ao_calib.tools import Tools
+from ao_calib.tools import LATER_TURNS, Tools
 
 SILENT_TOOLS = "silent_tools"  # an evaluation variant: the same episodes with tools that return nothing
-LATER_TURNS = "later_turns"  # a row's user turns after its prompt's, each a list of messages, fed one at a time
+__all__ = ["LATER_TURNS", "SILENT_TOOLS", "final_text", "parsed_turn", "play", "tool_result"]
 
 
 def play(generate_turn: Callable[[list[dict]], list[str]], rows: Sequence[dict], tools: Tools | Callable[[dict], Tools],
