@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ao_calib.core.chat import chat_prompt_text
 from ao_calib.tools import Tools
 from ao_calib.tools.episodes import play
 
@@ -68,14 +69,13 @@ class EpisodeRollout:
                              "batch's rows (RolloutRowsMixin)")
         tokenizer, template = trainer.processing_class, dict(trainer.chat_template_kwargs or {})
         budget = trainer.max_completion_length
-        rollouts = [_Rollout(list(tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True,
-                                                                return_dict=False, **template)),
+        rollouts = [_Rollout(tokenizer.encode(chat_prompt_text(tokenizer, prompt, template), add_special_tokens=False),
                              seen=len(prompt)) for prompt in prompts]
         with_logprobs = True  # the generator gives each sampled token's log-probability (vLLM), or never
 
         def generate_turn(asked: list[dict]) -> list[str]:
             nonlocal with_logprobs
-            live = []
+            live = []  # the asked rollouts whose budget is not spent, by index
             for row in asked:
                 rollout = rollouts[row[INDEX]]
                 added = row["prompt"][rollout.seen:]  # the tool results or user turn since its last message
@@ -89,20 +89,22 @@ class EpisodeRollout:
                         rollout.logprobs += [0.0] * len(ids)
                 rollout.seen = len(row["prompt"]) + 1  # and the message this turn samples
                 if not rollout.ended:
-                    live.append(rollout)
+                    live.append(row[INDEX])
             texts = {}
             if live:
-                ids, logprobs = trainer._generate_single_turn([r.prompt + r.completion for r in live], None, {}, 1)
+                ids, logprobs = trainer._generate_single_turn(
+                    [rollouts[i].prompt + rollouts[i].completion for i in live], None, {}, 1)
                 with_logprobs = with_logprobs and logprobs is not None
-                for index, (rollout, turn) in enumerate(zip(live, ids, strict=True)):
+                for n, (i, turn) in enumerate(zip(live, ids, strict=True)):
+                    rollout = rollouts[i]
                     room = budget - len(rollout.completion)
                     turn = list(turn)[:room]
                     rollout.ended = len(turn) >= room
                     rollout.completion += turn
                     rollout.mask += [1] * len(turn)
-                    rollout.logprobs += list(logprobs[index])[: len(turn)] if logprobs is not None else []
-                    texts[id(rollout)] = tokenizer.decode(turn, skip_special_tokens=True)
-            return [texts.get(id(rollouts[row[INDEX]]), "") for row in asked]
+                    rollout.logprobs += list(logprobs[n])[: len(turn)] if logprobs is not None else []
+                    texts[i] = tokenizer.decode(turn, skip_special_tokens=True)
+            return [texts.get(row[INDEX], "") for row in asked]  # a spent budget answers nothing
 
         indexed = [{**row, "prompt": prompt, INDEX: i} for i, (row, prompt) in enumerate(zip(rows, prompts))]
         episodes = play(generate_turn, indexed, self.row_tools, tokenizer, template)

@@ -73,6 +73,11 @@ def load_file(path: Path) -> list[dict]:
     return [{**case, "ground_truth": truth[case["id"]]} for case in cases]
 
 
+def load_files(files: Sequence[Path]) -> list[dict]:
+    """The cases of several multi-turn question files (``load_file``), in order."""
+    return [case for file in files for case in load_file(file)]
+
+
 def multi_turn_files(path: str | Path) -> list[Path]:
     """The multi-turn question files a held-out path names: the file itself, or those of a folder laid out as BFCL's
     ``bfcl_eval/data``; none where the path holds single-turn categories (they are read as today, and win)."""

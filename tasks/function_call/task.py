@@ -119,7 +119,7 @@ class FunctionCallTask(Task):
     def _bfcl_multi_turn_data(self, train: list[dict], files: list[Path]) -> TaskData:
         """Held-out BFCL multi-turn cases (evaluation only): each row an episode over its case's API instances
         (``TaskData.row_tools``), its later user turns fed one at a time."""
-        cases = [case for file in files for case in bfcl_multi_turn.load_file(file)]
+        cases = bfcl_multi_turn.load_files(files)
         docs = self.config.data.bfcl_docs
         log.info("function_call BFCL data: %d train cases, %d multi-turn test cases (%s)", len(train), len(cases),
                  ", ".join(f.name for f in files))
@@ -251,8 +251,8 @@ class FunctionCallTask(Task):
         path = self._extra_path()
         suffix = self.config.confidence_instruction if self.calibrated else ""
         if self.multi_turn:  # BFCL's multi-turn cases, played as episodes over their instances (data.row_tools)
-            rows = [bfcl_multi_turn.evaluation_row(c, self.config.data.bfcl_docs) for f in
-                    bfcl_multi_turn.multi_turn_files(path) for c in bfcl_multi_turn.load_file(f)]
+            rows = [bfcl_multi_turn.evaluation_row(c, self.config.data.bfcl_docs)
+                    for c in bfcl_multi_turn.load_files(bfcl_multi_turn.multi_turn_files(path))]
         elif self.bfcl:
             rows = [bfcl.training_row(c, suffix, self.config.data.bfcl_docs) for c in bfcl.load_cases(path)]
         else:
