@@ -7,9 +7,10 @@ import contextlib
 
 import torch
 from tqdm.auto import tqdm
-from transformers import LogitsProcessorList
+from transformers import DynamicCache, LogitsProcessorList
 
 from ao_calib.core.chat import chat_prompt_text
+from ao_calib.models.fast_generation import MIN_SHARED_PREFIX, common_prefix, has_sliding_window, left_pad
 from ao_calib.runtime import distributed
 
 
@@ -45,6 +46,8 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                               disable=not distributed.is_main()):
                 batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
                                   add_special_tokens=False).to(device)
+                if steering is None and not synced:  # steering places vectors by position in whole prompts
+                    batch = prefilled_prefix(model, batch, tokenizer.pad_token_id)
                 context = contextlib.nullcontext()
                 if steering is not None:
                     injected = steering.batch_for(rows[start : start + batch_size], batch["input_ids"],
@@ -66,3 +69,24 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
     for position, i in enumerate(order):
         in_order[i] = completions[position]
     return in_order
+
+
+def prefilled_prefix(model, batch, pad_id: int) -> dict:
+    """A left-padded batch whose prompts start alike (a long system turn, an episode's first turns) laid out as
+    [shared tokens][padding][each row's rest], the shared tokens' KV cache computed once for every row: ``generate``
+    then decodes what it decodes from the whole prompts. Other batches are returned as they are."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+    shared = common_prefix(rows) if len(rows) > 1 and not has_sliding_window(model.config) else 0
+    if shared < MIN_SHARED_PREFIX:
+        return batch
+    rest, rest_mask = left_pad([row[shared:] for row in rows], pad_id, ids.device)
+    prefix = ids.new_tensor(rows[0][:shared])
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    for layer in cache.layers:  # the prefix's keys and values for every row
+        layer.keys = layer.keys.expand(len(rows), -1, -1, -1).contiguous()
+        layer.values = layer.values.expand(len(rows), -1, -1, -1).contiguous()
+    return {"input_ids": torch.cat([prefix.expand(len(rows), shared), rest], dim=1),
+            "attention_mask": torch.cat([mask.new_ones(len(rows), shared), rest_mask], dim=1),
+            "past_key_values": cache}

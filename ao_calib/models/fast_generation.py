@@ -130,6 +130,9 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device, multiple: int |
     return ids.to(device), mask.to(device)
 
 
+# Shorter common prefixes (a chat template's default system line) are prefilled with their rows, as they always were;
+# a pass of its own pays where a long system turn (function docs) opens every prompt.
+MIN_SHARED_PREFIX = 128
 PrefillContext = Callable[[torch.nn.Module, list[int]], contextlib.AbstractContextManager]
 
 
@@ -140,12 +143,15 @@ class FastGenerator:
     step (CUDA graphs on a GPU); both default to on for CUDA only. The prefill runs once per distinct prompt and
     its keys and values are then repeated for the prompt's completions: into the dynamic cache, or written into
     the static one in place (its tensors keep their addresses). ``stop_check_every``: decode steps between checks
-    for whether every row has ended (on an accelerator each check waits for it).
+    for whether every row has ended (on an accelerator each check waits for it). ``share_prefix``: the tokens
+    every prompt of a batch starts with (a long system turn, an episode's first turns) are prefilled once for the
+    batch; not with a ``prefill_context`` that places anything by position in whole prompts (steering).
     """
 
     def __init__(self, model: torch.nn.Module, *, static_cache: bool | None = None,
                  compile_decode: bool | None = None,
-                 max_cached_shapes: int, stop_check_every: int, compile_backend: str = "inductor"):
+                 max_cached_shapes: int, stop_check_every: int, compile_backend: str = "inductor",
+                 share_prefix: bool = False):
         if max_cached_shapes < 1:
             raise ValueError(f"max_cached_shapes must be at least 1, got {max_cached_shapes}")
         if stop_check_every < 1:
@@ -167,6 +173,8 @@ class FastGenerator:
                 log.info("fast generation: %s has sliding-window layers, whose static cache recompiles the decode "
                          "step at every token; decoding uncompiled", type(model).__name__)
         self.compile_decode = compile_decode and self.static_cache
+        # A sliding-window layer's dynamic cache keeps only its window: a prefix prefilled apart would be cut.
+        self.share_prefix = share_prefix and not sliding
         # Static caches by (batch, length), least recently used first. Each holds the whole rollout's keys and
         # values (about 4.8 GB at the Qwen3-8B shape, 32 sequences): a run whose prompt lengths wander would keep
         # one per shape forever, so at most ``max_cached_shapes`` stay and the least recently used goes.
@@ -217,19 +225,32 @@ class FastGenerator:
         as without them). ``prefill_inputs``: what else each row's prefill reads, as ``shared_prompts`` takes it."""
         device = next(self.model.parameters()).device
         prefill_context = prefill_context or (lambda _model, _rows: contextlib.nullcontext())
-        ids, mask = left_pad(prompt_ids, pad_id, device, pad_to_multiple_of)
+        unique, index = shared_prompts(prompt_ids, prefill_inputs)
+        first_rows = [index.index(u) for u in range(len(unique))]
+        shared = common_prefix(unique) if self.share_prefix and len(unique) > 1 else 0
+        shared = shared if shared >= MIN_SHARED_PREFIX else 0
+        # The shared tokens first, then each row's own, left-padded: [prefix][padding][rest].
+        ids, mask = left_pad([row[shared:] for row in prompt_ids], pad_id, device, pad_to_multiple_of)
+        ids = torch.cat([ids.new_tensor(list(unique[0][:shared])).expand(ids.size(0), shared), ids], dim=1)
+        mask = torch.cat([mask.new_ones(mask.size(0), shared), mask], dim=1)
         batch, prompt_len = ids.shape
         # transformers' generate numbers positions from the first real token (left padding counts 0).
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        unique, index = shared_prompts(prompt_ids, prefill_inputs)
-        first_rows = [index.index(u) for u in range(len(unique))]
         # A static cache is filled from a plain dynamic one (full-length layers): a sliding-window layer's dynamic
         # cache keeps only the window, and the static layer needs the whole prompt to place it as its prefill would.
         prefill_cache = DynamicCache() if self.static_cache else DynamicCache(config=self.model.config)
         with prefill_context(self.model, first_rows):
-            logits = self.model(input_ids=ids[first_rows], attention_mask=mask[first_rows],
-                                position_ids=positions[first_rows], **{self.cache_keyword: prefill_cache},
-                                use_cache=True, logits_to_keep=1).logits[:, -1, :]
+            if shared:
+                self.model(input_ids=ids[:1, :shared], position_ids=positions[:1, :shared],
+                           **{self.cache_keyword: prefill_cache}, use_cache=True, logits_to_keep=1)
+                for layer in prefill_cache.layers:  # the prefix's keys and values for every distinct prompt
+                    layer.keys = layer.keys.expand(len(first_rows), -1, -1, -1).contiguous()
+                    layer.values = layer.values.expand(len(first_rows), -1, -1, -1).contiguous()
+            logits = self.model(input_ids=ids[first_rows, shared:], attention_mask=mask[first_rows],
+                                position_ids=positions[first_rows, shared:],
+                                cache_position=torch.arange(shared, prompt_len, device=device),
+                                **{self.cache_keyword: prefill_cache}, use_cache=True,
+                                logits_to_keep=1).logits[:, -1, :]
         rows = torch.tensor(index, device=device)
         logits = logits.index_select(0, rows)
         if self.static_cache:
@@ -295,6 +316,13 @@ class FastGenerator:
         return out
 
 
+def common_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """How many tokens every prompt starts with, leaving each at least one of its own (its last token's logits
+    come from its own pass)."""
+    first, shortest = prompts[0], min(len(p) for p in prompts) - 1
+    return next((i for i in range(shortest) if any(p[i] != first[i] for p in prompts)), max(shortest, 0))
+
+
 def fill_static_cache(cache: StaticCache, prefill: DynamicCache, rows: torch.Tensor) -> None:
     """Write each distinct prompt's prefilled keys and values into the static cache for every row of its group
     (``rows``: each row's distinct prompt), through each layer's own update, as a prefill of the full batch would:
@@ -335,7 +363,9 @@ def _compiled_graphs() -> int:
 class FastGenerationMixin:
     """For TRL's online trainers: rollouts through ``FastGenerator`` on a merged copy when
     ``fast_generation=True`` (TRL's own path otherwise, and always with vLLM, transformers' continuous batching,
-    images, FSDP or DeepSpeed). Subclasses that steer override ``_prefill_context``."""
+    images, FSDP or DeepSpeed). Subclasses that steer override ``_prefill_context`` and ``shares_prompt_prefix``."""
+
+    shares_prompt_prefix = True  # the batch's common prompt prefix is prefilled once (not where steering places)
 
     def __init__(self, *args, fast_generation: bool, generation_merged_copy: bool, fast_generation_cache_shapes: int,
                  fast_generation_stop_check_every: int, greedy_member: bool = False, **kwargs):
@@ -378,7 +408,8 @@ class FastGenerationMixin:
             # On CPU a check reads memory the host already holds: checking every token costs nothing.
             on_cpu = next(model.parameters()).device.type == "cpu"
             self._fast = FastGenerator(model, max_cached_shapes=self.fast_generation_cache_shapes,
-                                       stop_check_every=1 if on_cpu else self.fast_generation_stop_check_every)
+                                       stop_check_every=1 if on_cpu else self.fast_generation_stop_check_every,
+                                       share_prefix=self.shares_prompt_prefix)
         elif self._merged is not None:
             self._merged.refresh()  # the shared copy: an evaluation between two rollouts refreshes it too
         return self._fast.model

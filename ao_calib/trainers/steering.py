@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 class SteeringMixin:
     """Put in front of a GRPOTrainer subclass: ``class Steered(SteeringMixin, SomeGRPOTrainer)``."""
 
+    shares_prompt_prefix = False  # the fast path's prefill places the vectors by position in whole prompts
+
     def __init__(self, *args, steering, **kwargs):
         super().__init__(*args, **kwargs)
         self.steering = steering

@@ -14,7 +14,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ao_calib.core.errors import AOCalibError
 from ao_calib.core.settings import default_of
-from ao_calib.models.fast_generation import FastGenerator, Sampling, first_row_of_each_group, shared_prompts
+from ao_calib.models.fast_generation import (
+    MIN_SHARED_PREFIX,
+    FastGenerator,
+    Sampling,
+    common_prefix,
+    first_row_of_each_group,
+    shared_prompts,
+)
 from ao_calib.models.merged_copy import MergedCopy
 from ao_calib.models.tiny.builder import TinyModelSpec, ensure_tiny_model
 from ao_calib.steering import SteeringBatch, steer
@@ -133,6 +140,68 @@ def test_sampled_rollouts_equal_generate_for_a_fixed_seed(tiny_lora):
     got = fast(model, tokenizer, rows, batch, Sampling(temperature=0.7, top_k=20, top_p=0.9), static_cache=False)
     assert got == expected
     assert len({tuple(c) for c in got[:GROUP]}) > 1  # really sampled: one prompt's completions differ
+
+
+DOCS = " ".join(f"{name}({args}): what {name} does to the file system." for name, args in (
+    ("cd", "folder"), ("ls", "a"), ("wc", "file_name, mode"), ("mv", "source, destination"), ("cat", "file_name"),
+    ("mkdir", "dir_name"), ("touch", "file_name"), ("echo", "content, file_name"), ("grep", "file_name, pattern"),
+    ("multiply", "a, b"), ("add", "a, b"), ("sort", "file_name"))) * 2 + " Answer with calls only."
+SHARED_CASES = [("qwen3", False), ("qwen3", True), ("smollm2", False)]
+
+
+@pytest.mark.parametrize(("tiny_lora", "static_cache"), SHARED_CASES, indirect=["tiny_lora"],
+                         ids=[f"{m}-{'static' if c else 'dynamic'}_cache" for m, c in SHARED_CASES])
+def test_a_common_prefix_prefilled_once_gives_generates_tokens(tiny_lora, static_cache):
+    """Episodes of one batch share a long system turn and go on differently (lengths too): the shared tokens run
+    through the model once, and every row still decodes what transformers' generate decodes from its whole prompt."""
+    tokenizer, model = tiny_lora
+    system = tokenizer.encode(DOCS, add_special_tokens=False)
+    assert len(system) >= MIN_SHARED_PREFIX
+    tails = ["Go into 'orchard'.", "How many lines does 'memo.txt' have? Then multiply it by 3.", "ls"]
+    rows = [system + tokenizer.encode(t, add_special_tokens=False) for t in tails for _ in range(2)]
+    expected = reference(model, tokenizer, rows, None, do_sample=False)
+    generator = FastGenerator(MergedCopy(model).model, static_cache=static_cache, max_cached_shapes=2,
+                              stop_check_every=4, share_prefix=True)
+    seen = []
+    hook = generator.model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].shape),
+                                                     with_kwargs=True)
+    try:
+        got = generator.generate(rows, pad_id=tokenizer.pad_token_id, eos_ids=[tokenizer.eos_token_id],
+                                 max_new_tokens=MAX_NEW, sampling=Sampling(do_sample=False))
+    finally:
+        hook.remove()
+    assert got == expected
+    assert seen[0] == (1, len(system))  # the system turn once
+    assert seen[1] == (len(tails), max(len(r) for r in rows) - len(system))  # then each distinct prompt's rest
+
+
+def test_evaluations_prefill_a_common_prefix_once_and_generate_what_they_generated(offline_env):
+    """Held-out prompts that open with the same long system turn: one pass over it for the batch, and the same
+    greedy answers as one prompt at a time (no sharing)."""
+    from ao_calib.evaluation.generation import generate_completions
+
+    path = ensure_tiny_model(TinyModelSpec(family="qwen3"), offline_env / "tiny_models")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    rows = [{"prompt": [{"role": "system", "content": DOCS}, {"role": "user", "content": ask}]}
+            for ask in ("Go into 'orchard'.", "How many lines does 'memo.txt' have?", "ls", "Multiply 3 by 4.")]
+    kwargs = {"chat_template_kwargs": {"enable_thinking": False}, "max_new_tokens": MAX_NEW}
+    seen = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].shape), with_kwargs=True)
+    try:
+        together = generate_completions(model, tokenizer, rows, batch_size=4, **kwargs)
+    finally:
+        hook.remove()
+    assert seen[0][0] == 1 and seen[0][1] >= MIN_SHARED_PREFIX  # the system turn, once
+    assert seen[1][0] == len(rows) and seen[1][1] < seen[0][1]  # then each prompt's rest
+    assert together == generate_completions(model, tokenizer, rows, batch_size=1, **kwargs)
+
+
+def test_the_common_prefix_leaves_every_prompt_a_token_of_its_own():
+    assert common_prefix([[1, 2, 3, 4], [1, 2, 3, 5]]) == 3
+    assert common_prefix([[1, 2], [1, 2, 3]]) == 1  # the shorter prompt keeps its last token
+    assert common_prefix([[7, 2], [1, 2]]) == 0
 
 
 def test_shared_prompts_groups_consecutive_copies():
