@@ -24,9 +24,10 @@ def tool_kwargs(setup: TrainerSetup, stage: GRPOTrainerConfig) -> dict:
     episodes = episodes_in_training(setup.data)
     if episodes is None:
         return {}
-    from ao_calib.tools.chat_format import check_transformers
+    if episodes == "tools":  # TRL's loop reads calls with the tokenizer's response parser; rows bring their own
+        from ao_calib.tools.chat_format import check_transformers
 
-    check_transformers("the task's tools")
+        check_transformers("the task's tools")
     clashes = {"injected activations (a steered task)": setup.steering is not None,
                "a confidence credit other than sequence (task.calibration.credit)": any(
                    getattr(getattr(fn, "rule", None), "credit", "sequence") != "sequence"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ao_calib.calibration import StatedConfidenceTaskConfig
@@ -105,6 +106,15 @@ class FunctionCallDataConfig(Checked):
         self.format = data_format(self.format, {"test_path": self.test_path, "train_path": self.train_path,
                                                 "extra_test_path": self.extra_test_path,
                                                 "extra_validation_path": self.extra_validation_path})
+        if self.format == "multi_turn":
+            from .bfcl_multi_turn import multi_turn_files
+
+            for key in ("extra_test_path", "extra_validation_path"):
+                path = getattr(self, key)
+                if path and Path(path).exists() and not multi_turn_files(path):
+                    raise ValueError(f"data.{key}={path} holds no BFCL multi-turn question file, and a multi-turn "
+                                     "run plays its extra set as episodes: name a BFCL_v4_multi_turn_*.json file "
+                                     "or a folder of them")
 
 
 @dataclass

@@ -229,3 +229,16 @@ def test_multi_turn_cases_refuse_a_trainer_without_episodes_before_the_model_loa
     assert result.returncode == 2, result.stderr[-2000:]
     assert "trainer=rloo (single-turn completions; use trainer=grpo)" in result.stderr.splitlines()[-1]
     assert "Loading weights" not in result.stdout + result.stderr
+
+
+def test_a_single_turn_extra_set_on_a_multi_turn_run_is_refused_naming_its_key(tmp_path):
+    """A multi-turn run plays its extra held-out set as episodes: a folder of single-turn BFCL files would give it no
+    rows at all, so it is refused before anything loads rather than scored as nothing."""
+    from ao_calib.core.errors import AOCalibError
+
+    single = tmp_path / "bfcl"
+    single.mkdir()
+    (single / "BFCL_v4_simple_python.json").write_text("")
+    with pytest.raises(AOCalibError, match=r"task.data.extra_test_path=.* holds no BFCL multi-turn question file"):
+        compose_run_config(["task=function_call", "model=tiny_qwen3", "task.data.format=multi_turn",
+                            f"task.data.extra_test_path={single}"])
