@@ -175,8 +175,10 @@ def held_out_points(run: Path, stages: list[Stage]) -> list[tuple[float, str, fl
         report = read_json(RunDir(run).eval_report(tag))
         if x is None or not report or not isinstance(report.get("metrics"), dict):
             continue
+        extra = ((report.get("extra_test") or {}).get("metrics") or {}).get("accuracy")  # e.g. real BFCL cases
         for label, value in (("held-out accuracy", report["metrics"].get("accuracy")),
-                             ("held-out control", ((report.get("variants") or {}).get("control") or {}).get("accuracy"))):
+                             ("held-out control", ((report.get("variants") or {}).get("control") or {}).get("accuracy")),
+                             ("extra held-out set accuracy", extra)):
             if (number := as_number(value)) is not None:
                 points.append((x, label, number))
     return points

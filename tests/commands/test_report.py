@@ -195,3 +195,17 @@ def test_report_states_the_brier_decomposition(tmp_path: Path) -> None:
     assert "eval/auroc" in md and "eval/brier_binned = eval/reliability - eval/resolution + eval/uncertainty" in md
     frame = report_frame(tmp_path)
     assert frame.loc[0, "train/calibration/auroc"] == 0.61 and frame.loc[0, "train/kl"] == 0.02  # not the warm-up's
+
+
+def test_the_curves_mark_each_evaluation_of_the_extra_held_out_set(tmp_path: Path) -> None:
+    """A run scoring a second held-out set (function_call's real BFCL cases) shows it beside the main accuracy."""
+    from ao_calib.reporting.plot import Stage, held_out_points
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval_initial.json").write_text(json.dumps({"metrics": {"accuracy": 0.2}}))
+    (run / "eval.json").write_text(json.dumps({"metrics": {"accuracy": 0.8},
+                                               "extra_test": {"metrics": {"accuracy": 0.31}}}))
+    points = held_out_points(run, [Stage("train", 0.0, 20.0)])
+    assert points == [(0.0, "held-out accuracy", 0.2), (20.0, "held-out accuracy", 0.8),
+                      (20.0, "extra held-out set accuracy", 0.31)]
