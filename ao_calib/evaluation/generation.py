@@ -10,8 +10,15 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache, LogitsProcessorList
 
 from ao_calib.core.chat import chat_prompt_text
-from ao_calib.models.fast_generation import MIN_SHARED_PREFIX, common_prefix, has_sliding_window, left_pad
+from ao_calib.models.fast_generation import (
+    MIN_SHARED_PREFIX,
+    cache_keyword,
+    common_prefix,
+    has_sliding_window,
+    left_pad,
+)
 from ao_calib.runtime import distributed
+from ao_calib.steering.layout import unwrap
 
 
 @torch.no_grad()
@@ -82,11 +89,11 @@ def prefilled_prefix(model, batch, pad_id: int) -> dict:
         return batch
     rest, rest_mask = left_pad([row[shared:] for row in rows], pad_id, ids.device)
     prefix = ids.new_tensor(rows[0][:shared])
-    cache = DynamicCache(config=model.config)
-    model(input_ids=prefix[None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    cache, keyword = DynamicCache(config=model.config), cache_keyword(unwrap(model))
+    model(input_ids=prefix[None], **{keyword: cache}, use_cache=True, logits_to_keep=1)
     for layer in cache.layers:  # the prefix's keys and values for every row
         layer.keys = layer.keys.expand(len(rows), -1, -1, -1).contiguous()
         layer.values = layer.values.expand(len(rows), -1, -1, -1).contiguous()
     return {"input_ids": torch.cat([prefix.expand(len(rows), shared), rest], dim=1),
             "attention_mask": torch.cat([mask.new_ones(len(rows), shared), rest_mask], dim=1),
-            "past_key_values": cache}
+            keyword: cache}
