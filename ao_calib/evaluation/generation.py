@@ -18,7 +18,6 @@ from ao_calib.models.fast_generation import (
     left_pad,
 )
 from ao_calib.runtime import distributed
-from ao_calib.steering.layout import unwrap
 
 
 @torch.no_grad()
@@ -89,7 +88,7 @@ def prefilled_prefix(model, batch, pad_id: int) -> dict:
         return batch
     rest, rest_mask = left_pad([row[shared:] for row in rows], pad_id, ids.device)
     prefix = ids.new_tensor(rows[0][:shared])
-    cache, keyword = DynamicCache(config=model.config), cache_keyword(unwrap(model))
+    cache, keyword = DynamicCache(config=model.config), cache_keyword(model)
     model(input_ids=prefix[None], **{keyword: cache}, use_cache=True, logits_to_keep=1)
     for layer in cache.layers:  # the prefix's keys and values for every row
         layer.keys = layer.keys.expand(len(rows), -1, -1, -1).contiguous()

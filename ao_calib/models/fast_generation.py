@@ -157,7 +157,7 @@ class FastGenerator:
         if stop_check_every < 1:
             raise ValueError(f"stop_check_every must be at least 1, got {stop_check_every}")
         self.model = model
-        self.cache_keyword = cache_keyword(unwrap(model))
+        self.cache_keyword = cache_keyword(model)
         on_cuda = next(model.parameters()).is_cuda
         self.stop_check_every = stop_check_every
         self.decode_steps = 0  # decode steps (forward passes after the prefill) of the latest rollout
@@ -336,8 +336,9 @@ def fill_static_cache(cache: StaticCache, prefill: DynamicCache, rows: torch.Ten
 
 def cache_keyword(model: torch.nn.Module) -> str:
     """The name of a transformers model's KV-cache argument: transformers 5.24 renamed ``past_key_values`` to
-    ``cache`` (the old name warns, and goes in 5.40); earlier releases know only the old one."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    ``cache`` (the old name warns, and goes in 5.40); earlier releases know only the old one. A peft model is read
+    through to the model it wraps."""
+    return "cache" if "cache" in inspect.signature(unwrap(model).forward).parameters else "past_key_values"
 
 
 def has_sliding_window(config) -> bool:
