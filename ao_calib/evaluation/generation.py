@@ -15,7 +15,8 @@ from ao_calib.models.fast_generation import (
     cache_keyword,
     common_prefix,
     has_sliding_window,
-    left_pad,
+    left_pad_after_prefix,
+    prefill_prefix,
 )
 from ao_calib.runtime import distributed
 
@@ -86,13 +87,7 @@ def prefilled_prefix(model, batch, pad_id: int) -> dict:
     shared = common_prefix(rows) if len(rows) > 1 and not has_sliding_window(model.config) else 0
     if shared < MIN_SHARED_PREFIX:
         return batch
-    rest, rest_mask = left_pad([row[shared:] for row in rows], pad_id, ids.device)
-    prefix = ids.new_tensor(rows[0][:shared])
     cache, keyword = DynamicCache(config=model.config), cache_keyword(model)
-    model(input_ids=prefix[None], **{keyword: cache}, use_cache=True, logits_to_keep=1)
-    for layer in cache.layers:  # the prefix's keys and values for every row
-        layer.keys = layer.keys.expand(len(rows), -1, -1, -1).contiguous()
-        layer.values = layer.values.expand(len(rows), -1, -1, -1).contiguous()
-    return {"input_ids": torch.cat([prefix.expand(len(rows), shared), rest], dim=1),
-            "attention_mask": torch.cat([mask.new_ones(len(rows), shared), rest_mask], dim=1),
-            keyword: cache}
+    prefill_prefix(model, ids.new_tensor(rows[0][:shared])[None], len(rows), cache, keyword)
+    ids, mask = left_pad_after_prefix(rows, shared, pad_id, ids.device)
+    return {"input_ids": ids, "attention_mask": mask, keyword: cache}

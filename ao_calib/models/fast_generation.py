@@ -229,10 +229,7 @@ class FastGenerator:
         first_rows = [index.index(u) for u in range(len(unique))]
         shared = common_prefix(unique) if self.share_prefix and len(unique) > 1 else 0
         shared = shared if shared >= MIN_SHARED_PREFIX else 0
-        # The shared tokens first, then each row's own, left-padded: [prefix][padding][rest].
-        ids, mask = left_pad([row[shared:] for row in prompt_ids], pad_id, device, pad_to_multiple_of)
-        ids = torch.cat([ids.new_tensor(list(unique[0][:shared])).expand(ids.size(0), shared), ids], dim=1)
-        mask = torch.cat([mask.new_ones(mask.size(0), shared), mask], dim=1)
+        ids, mask = left_pad_after_prefix(prompt_ids, shared, pad_id, device, pad_to_multiple_of)
         batch, prompt_len = ids.shape
         # transformers' generate numbers positions from the first real token (left padding counts 0).
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
@@ -241,11 +238,7 @@ class FastGenerator:
         prefill_cache = DynamicCache() if self.static_cache else DynamicCache(config=self.model.config)
         with prefill_context(self.model, first_rows):
             if shared:
-                self.model(input_ids=ids[:1, :shared], position_ids=positions[:1, :shared],
-                           **{self.cache_keyword: prefill_cache}, use_cache=True, logits_to_keep=1)
-                for layer in prefill_cache.layers:  # the prefix's keys and values for every distinct prompt
-                    layer.keys = layer.keys.expand(len(first_rows), -1, -1, -1).contiguous()
-                    layer.values = layer.values.expand(len(first_rows), -1, -1, -1).contiguous()
+                prefill_prefix(self.model, ids[:1, :shared], len(first_rows), prefill_cache, self.cache_keyword)
             logits = self.model(input_ids=ids[first_rows, shared:], attention_mask=mask[first_rows],
                                 position_ids=positions[first_rows, shared:],
                                 cache_position=torch.arange(shared, prompt_len, device=device),
@@ -321,6 +314,25 @@ def common_prefix(prompts: Sequence[Sequence[int]]) -> int:
     come from its own pass)."""
     first, shortest = prompts[0], min(len(p) for p in prompts) - 1
     return next((i for i in range(shortest) if any(p[i] != first[i] for p in prompts)), max(shortest, 0))
+
+
+def left_pad_after_prefix(rows: Sequence[Sequence[int]], shared: int, pad_id: int, device,
+                          multiple: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids and attention mask laid out as [shared tokens][padding][each row's rest]: the first ``shared`` tokens,
+    the same in every row, in front of ``left_pad`` of the rest (``shared`` 0: ``left_pad`` itself)."""
+    ids, mask = left_pad([row[shared:] for row in rows], pad_id, device, multiple)
+    head = ids.new_tensor(list(rows[0][:shared])).expand(ids.size(0), shared)
+    return torch.cat([head, ids], dim=1), torch.cat([mask.new_ones(mask.size(0), shared), mask], dim=1)
+
+
+def prefill_prefix(model: torch.nn.Module, prefix: torch.Tensor, copies: int, cache: DynamicCache,
+                   keyword: str) -> None:
+    """Runs the shared tokens ``prefix`` (one row) through ``model`` into ``cache`` once, then repeats their keys and
+    values for ``copies`` rows: each row's rest is then prefilled on top of it."""
+    model(input_ids=prefix, **{keyword: cache}, use_cache=True, logits_to_keep=1)
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(copies, -1, -1, -1).contiguous()
+        layer.values = layer.values.expand(copies, -1, -1, -1).contiguous()
 
 
 def fill_static_cache(cache: StaticCache, prefill: DynamicCache, rows: torch.Tensor) -> None:
