@@ -448,7 +448,7 @@ class FastGenerationMixin:
                 raise ValueError("trainer.greedy_member=true needs the fast generation path, which this run cannot "
                                  "take (FSDP, DeepSpeed, vLLM or images); set trainer.greedy_member=false")
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, *args, **kwargs)
-        model = self._generation_model()
+        self._generation_model()  # builds the generator, or refreshes its merged copy from the trained weights
         trained = self.accelerator.unwrap_model(self.model)
         inputs = self._prefill_inputs(len(prompt_ids))
         was_training = trained.training
