@@ -196,6 +196,7 @@ def run_eval(args: EvalArgs, task_overrides: list[str] | tuple[str, ...] = ()) -
         temperature=temperature,
         seed=settings.seed,
         merged_copy=settings.merged_copy,
+        turn_cache_mb=settings.turn_cache_mb,
         confidence_decoding=decoding,
     )
     print(f"wrote {run_dir.eval_report(tag)} and {run_dir.predictions(tag).name} (tag={tag}); "

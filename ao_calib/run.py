@@ -291,6 +291,7 @@ def _eval_kwargs(settings: RunSettings, run_dir: RunDir) -> dict:
         "temperature": evaluation.temperature,
         "seed": evaluation.seed,
         "merged_copy": evaluation.merged_copy,
+        "turn_cache_mb": evaluation.turn_cache_mb,
         "confidence_decoding": evaluation.confidence_decoding,
     }
 

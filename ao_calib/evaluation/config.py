@@ -63,6 +63,9 @@ class EvalConfig(Checked):
                                 "adapts (plain matmuls, faster; the copy stays in memory, shared with "
                                 "trainer.fast_generation's). Skipped where the model is sharded or quantized. false: "
                                 "the unmerged adapter. See docs/performance.md.")
+    turn_cache_mb: int = setting(2048, "(Tasks with tools) MiB of keys and values kept between the turns of an "
+                                 "evaluation's episodes, so each turn prefills only what came since the last one; "
+                                 "0: every turn prefilled whole. See docs/performance.md.", allowed=at_least(0))
     mismatches_printed: int = setting(3, "Wrong answers printed after each evaluation.", allowed=at_least(0))
     confidence_decoding: ConfidenceDecoding = setting(
         ConfidenceDecoding.most_likely, "(Tasks that state a confidence, greedy evaluation) How the tag's number is "

@@ -11,6 +11,7 @@ from ao_calib.calibration.decoding import expected_number_plan
 from ao_calib.calibration.metrics import confidence_histogram
 from ao_calib.core.io import write_json, write_jsonl
 from ao_calib.evaluation.generation import generate_completions
+from ao_calib.evaluation.turn_cache import TurnCache
 from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 from ao_calib.monitoring.wandb import log_evaluation
 from ao_calib.runs.run_dir import RunDir
@@ -31,7 +32,7 @@ CONDITIONS = {"main": "own", "control": "other", "none": "none", SILENT_TOOLS: S
 def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int | None, batch_size: int,
              max_new_tokens: int, chat_template_kwargs: dict, run_dir: RunDir, tag: str = "final",
              mismatches_printed: int = 3, temperature: float | None = None, seed: int = 0, merged_copy: bool,
-             confidence_decoding: str) -> dict:
+             confidence_decoding: str, turn_cache_mb: int = 0) -> dict:
     """Scores the model on the held-out split (``data.test``, with ``data.steering``); writes the evaluation
     report and every prediction under ``tag`` (``RunDir.eval_report`` / ``RunDir.predictions``). The data's
     conditions (a control) are scored beside it.
@@ -41,7 +42,8 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
     scores them all (the judge sees each row once), writes and prints; every process returns the same metrics.
     ``merged_copy``: generate from the adapter merged into a copy of its projections (the one the fast rollouts
     use, refreshed now) where the model allows it; the same completions as the unmerged adapter up to rounding.
-    ``confidence_decoding``: ``eval.confidence_decoding`` (greedy evaluations; ``ao_calib.calibration.decoding``)."""
+    ``confidence_decoding``: ``eval.confidence_decoding`` (greedy evaluations; ``ao_calib.calibration.decoding``).
+    ``turn_cache_mb``: ``eval.turn_cache_mb``, the keys and values an episode keeps between its turns."""
     generation_model = model
     if merged_copy:
         refusal = generation_copy_refusal(model)
@@ -52,11 +54,11 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
 
     number_plan = None if temperature else expected_number_plan(task, tokenizer, confidence_decoding)
 
-    def answers(share: list[dict], condition: str, desc: str) -> list[str]:
+    def answers(share: list[dict], condition: str, desc: str, turn_cache: TurnCache | None = None) -> list[str]:
         generated = generate_completions(
             generation_model, tokenizer, share, chat_template_kwargs=chat_template_kwargs,
             max_new_tokens=max_new_tokens, batch_size=batch_size, steering=data.steering, condition=condition,
-            desc=f"eval ({desc})", temperature=temperature, seed=seed, number_plan=number_plan)
+            desc=f"eval ({desc})", temperature=temperature, seed=seed, number_plan=number_plan, turn_cache=turn_cache)
         if temperature:
             return generated
         return task.revise_answers(generation_model, tokenizer, share, generated,
@@ -66,7 +68,9 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         from ao_calib.tools.episodes import play
 
         tools = data.tools.silenced() if condition == SILENT_TOOLS else (data.row_tools or data.tools)
-        return play(lambda asked: answers(asked, "own", desc), share, tools, tokenizer, chat_template_kwargs)
+        turn_cache = TurnCache(turn_cache_mb * 2**20)  # one episode set's turns: freed when it ends
+        return play(lambda asked: answers(asked, "own", desc, turn_cache), share, tools, tokenizer,
+                    chat_template_kwargs)
 
     def generate(rows: list[dict], condition: str = "own", desc: str = tag) -> list:
         """Each row's completion, or with the task's tools its whole episode (``ao_calib.tools.episodes``)."""
