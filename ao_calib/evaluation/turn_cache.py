@@ -17,7 +17,7 @@ from ao_calib.models.fast_generation import left_pad
 
 @dataclass(eq=False)  # an entry is itself: its tensors are not compared
 class _Entry:
-    ids: torch.Tensor  # (T,) the tokens the model read and wrote at a row's last turn, on the cache's device
+    ids: torch.Tensor  # (T,) the tokens the model read and wrote at a row's last turn (on the CPU: compared there)
     keys: list[torch.Tensor]  # per layer (heads, T, head_dim)
     values: list[torch.Tensor]
 
@@ -46,7 +46,7 @@ class TurnCache:
             n = min(len(entry.ids), len(ids) - 1)
             if n <= reused:
                 continue
-            same = entry.ids[:n].cpu() == torch.tensor(ids[:n])
+            same = entry.ids[:n] == torch.tensor(ids[:n])
             shared = int(same.cumprod(0).sum())
             if shared > reused:
                 best, reused = entry, shared
@@ -96,7 +96,7 @@ def entries_after(cache: DynamicCache, sequences: torch.Tensor, mask: torch.Tens
     entries = []
     for i in range(sequences.size(0)):
         where = full_mask[i].bool().nonzero().squeeze(1)
-        entries.append(_Entry(sequences[i, :held][where],
+        entries.append(_Entry(sequences[i, :held][where].cpu(),
                               [layer.keys[i].index_select(1, where) for layer in cache.layers],
                               [layer.values[i].index_select(1, where) for layer in cache.layers]))
     return entries
