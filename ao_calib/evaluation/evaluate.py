@@ -68,7 +68,7 @@ def evaluate(task: Task, model, tokenizer, data: TaskData, *, num_samples: int |
         from ao_calib.tools.episodes import play
 
         tools = data.tools.silenced() if condition == SILENT_TOOLS else (data.row_tools or data.tools)
-        turn_cache = TurnCache(turn_cache_mb * 2**20)  # one episode set's turns: freed when it ends
+        turn_cache = TurnCache(turn_cache_mb * 2**20) if turn_cache_mb else None  # these episodes' turns alone
         return play(lambda asked: answers(asked, "own", desc, turn_cache), share, tools, tokenizer,
                     chat_template_kwargs)
 
