@@ -80,8 +80,8 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                     out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                          synced_gpus=synced, **sampling)
                 completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
-                if reusing and cache_keyword(model) in batch:
-                    for entry in entries_after(batch[cache_keyword(model)], out, batch["attention_mask"]):
+                if reusing and (keyword := cache_keyword(model)) in batch:
+                    for entry in entries_after(batch[keyword], out, batch["attention_mask"]):
                         turn_cache.keep(entry)
     finally:
         tokenizer.padding_side = padding_side

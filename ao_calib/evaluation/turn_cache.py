@@ -41,12 +41,12 @@ class TurnCache:
     def take(self, ids: Sequence[int]) -> tuple[_Entry | None, int]:
         """The kept entry that starts like ``ids`` for longest, removed from the cache, and how many of its tokens
         ``ids`` can reuse (all but ``ids``' last token at most: its logits come from its own pass)."""
-        best, reused = None, 0
+        best, reused, wanted = None, 0, torch.tensor(ids)
         for entry in self.entries:
             n = min(len(entry.ids), len(ids) - 1)
             if n <= reused:
                 continue
-            same = entry.ids[:n] == torch.tensor(ids[:n])
+            same = entry.ids[:n] == wanted[:n]
             shared = int(same.cumprod(0).sum())
             if shared > reused:
                 best, reused = entry, shared
@@ -78,12 +78,7 @@ def batch_from_turn_cache(rows: Sequence[Sequence[int]], found: Sequence[tuple[_
     for layer in range(len(like.keys)):
         cache.update(padded([(entry or like).keys[layer] for entry, _ in found]),
                      padded([(entry or like).values[layer] for entry, _ in found]), layer)
-    head = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
-    head_mask = torch.zeros_like(head)
-    for i, (row, (_, n)) in enumerate(zip(rows, found, strict=True)):
-        if n:
-            head[i, width - n:] = torch.tensor(row[:n], device=device)
-            head_mask[i, width - n:] = 1
+    head, head_mask = left_pad([row[:n] for row, (_, n) in zip(rows, found, strict=True)], pad_id, device)
     tail, tail_mask = left_pad([row[n:] for row, (_, n) in zip(rows, found, strict=True)], pad_id, device)
     return torch.cat([head, tail], dim=1), torch.cat([head_mask, tail_mask], dim=1), cache
 
