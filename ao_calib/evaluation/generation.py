@@ -54,6 +54,8 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                                                     "top_k": 0}
     completions: list[str] = []
     synced = distributed.is_distributed() and distributed.sharded()
+    # a sliding-window cache drops the oldest keys, so a kept turn could not be reused: nothing kept for one
+    reusing = turn_cache is not None and steering is None and not synced and not has_sliding_window(model.config)
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
@@ -61,8 +63,7 @@ def generate_completions(model, tokenizer, rows: list[dict], *, chat_template_kw
                               disable=not distributed.is_main()):
                 batch = tokenizer(texts[start : start + batch_size], return_tensors="pt", padding=True,
                                   add_special_tokens=False).to(device)
-                reusing = turn_cache is not None and steering is None and not synced
-                if reusing and not has_sliding_window(model.config):
+                if reusing:
                     batch = with_turn_cache(model, batch, tokenizer.pad_token_id, turn_cache)
                 elif steering is None and not synced:  # steering places vectors by position in whole prompts
                     batch = prefilled_prefix(model, batch, tokenizer.pad_token_id)
