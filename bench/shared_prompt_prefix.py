@@ -63,13 +63,13 @@ def main() -> None:
     def same(name: str) -> str:
         return "yes" if written[name] == written["whole"] else "no"
 
-    table = ["| prompts prefilled | ms per episode | ratio to whole prompts | model turns per episode | "
-             "same episodes |", "|---|---|---|---|---|",
+    table = [("| prompts prefilled | ms per episode | ratio to whole prompts | model turns per episode | "
+              "same episodes |"), "|---|---|---|---|---|",
              f"| whole (baseline) | {1000 * medians['whole']:.0f} | 1.000 | {sum(turns) / len(turns):.2f} | |",
-             f"| common start once | {1000 * medians['shared']:.0f} | {medians['shared'] / medians['whole']:.3f} | "
-             f"| {same('shared')} |",
-             f"| common start once, earlier turns kept | {1000 * medians['kept']:.0f} | "
-             f"{medians['kept'] / medians['whole']:.3f} | | {same('kept')} |"]
+             (f"| common start once | {1000 * medians['shared']:.0f} | {medians['shared'] / medians['whole']:.3f} | "
+              f"| {same('shared')} |"),
+             (f"| common start once, earlier turns kept | {1000 * medians['kept']:.0f} | "
+              f"{medians['kept'] / medians['whole']:.3f} | | {same('kept')} |")]
     publish(table, "shared prompt prefix", f"python -m bench.shared_prompt_prefix --rows {args.rows} --rounds "
             f"{args.rounds}", args.write)
 
