@@ -4,6 +4,9 @@ held-out rows):
 
     python -m experiments.tool_json_multiturn --multi RUN_S0 RUN_S1 RUN_S2 --single RUN_S0 RUN_S1 RUN_S2
 
+A GRPO run started from another run's warm-up adapter (`warmup.enabled=false trainer.init_from=...`) takes that
+run's warm-up rows as its baseline: `--warmup RUN_S0 RUN_S1 RUN_S2`, in the order of `--multi`.
+
 Figures, each the mean over the runs with every run's value beside it:
 - calculator rows: the multi-turn final answer right (tools run), the same with tools that return nothing (the
   control), and the single-turn preset's answer accuracy on those rows (``args_reward``: its one message, a call
@@ -43,8 +46,9 @@ def single_final_right(row: dict) -> float:
     return float(isinstance(message, dict) and "final" in message and row["scores"].get("args_reward", 0.0) == 1.0)
 
 
-def multi_figures(run: Path) -> dict[str, float]:
-    final, warmup, silent = rows_of(run), rows_of(run, WARMUP), rows_of(run, RunDir.FINAL, "silent_tools")
+def multi_figures(run: Path, warmup_run: Path | None = None) -> dict[str, float]:
+    final, silent = rows_of(run), rows_of(run, RunDir.FINAL, "silent_tools")
+    warmup = rows_of(warmup_run or run, WARMUP)
     calculator = [r for r in final if r.get("category") == "calculator"]
     return {
         "calculator: final answer right": share(calculator, lambda r: r["scores"]["answer_correct"]),
@@ -79,8 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multi", nargs="+", type=Path, required=True, help="multi-turn runs, one per seed")
     parser.add_argument("--single", nargs="*", type=Path, default=[], help="single-turn runs, the same seeds")
+    parser.add_argument("--warmup", nargs="*", type=Path, default=[],
+                        help="the runs whose warm-up each --multi run's GRPO started from (default: the same runs)")
     args = parser.parse_args(argv)
-    multi = [multi_figures(run) for run in args.multi]
+    if args.warmup and len(args.warmup) != len(args.multi):
+        parser.error(f"--warmup names {len(args.warmup)} runs for {len(args.multi)} --multi runs")
+    multi = [multi_figures(run, warm) for run, warm in zip(args.multi, args.warmup or [None] * len(args.multi))]
     single = [single_figures(run) for run in args.single]
     lines = ["| figure | mean (each run) |", "|---|---|"]
     for name in multi[0]:

@@ -1,22 +1,15 @@
 """experiments.tool_json_multiturn: the multi-turn preset's bars against a hand computation on written rows."""
 
-import json
-
 import pytest
 
 from ao_calib.runs.run_dir import RunDir
 from experiments.tool_json_multiturn import main, multi_figures, single_figures
+from tests.helpers.fake_runs import write_predictions as write
 
 
 def episode_row(category, right, called, calls=1):
     return {"category": category, "tool_needed": category != "no_tool", "completion": "{}",
             "scores": {"answer_correct": float(right), "called": float(called), "tool_calls": float(calls)}}
-
-
-def write(run, tag, rows, variant=None):
-    path = RunDir(run).predictions(tag, variant)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 @pytest.fixture
@@ -55,3 +48,15 @@ def test_the_table_states_both_bars(runs, capsys):
     out = capsys.readouterr().out
     assert "| calculator: multi-turn minus single-turn (bar +0.15) | -0.167 |" in out
     assert "| all rows: GRPO minus warm-up (bar >= -0.01) | -0.250 |" in out
+
+
+def test_a_grpo_run_from_another_runs_warmup_takes_its_rows(runs, tmp_path, capsys):
+    multi, _ = runs
+    grpo_only = tmp_path / "grpo_only"
+    write(grpo_only, RunDir.FINAL, [episode_row("calculator", 1, 1)] * 4)
+    write(grpo_only, RunDir.FINAL, [episode_row("calculator", 0, 1)] * 4, "silent_tools")
+    assert multi_figures(grpo_only, multi)["all rows: after the warm-up"] == 0.75
+    assert main(["--multi", str(grpo_only), "--warmup", str(multi)]) == 0
+    assert "| all rows: GRPO minus warm-up (bar >= -0.01) | +0.250 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--multi", str(grpo_only), "--warmup", str(multi), str(multi)])

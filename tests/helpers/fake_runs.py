@@ -33,3 +33,12 @@ def metric_steps(n: int, base: float) -> list[dict]:
          "kl": 0.001 * s, "learning_rate": 1e-5}
         for s in range(1, n + 1)
     ]
+
+
+def write_predictions(run: Path, tag: str, rows: list[dict], variant: str | None = None) -> None:
+    """``rows`` as the run's prediction file of evaluation ``tag`` (and ``variant``), where the run writes it."""
+    from ao_calib.runs.run_dir import RunDir
+
+    path = RunDir(run).predictions(tag, variant)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
