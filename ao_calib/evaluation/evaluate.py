@@ -165,7 +165,15 @@ def _print_summary(task: Task, tag: str, metrics: dict, records: list[dict], sho
     lines = [f"[eval:{tag}] {len(records)} samples, accuracy ({task.headline_metric}) = {metrics['accuracy']:.3f}"]
     lines += [f"  {k:<24} {v:.3f}" for k, v in metrics.items() if k != "accuracy"]
     for r in mismatches[:shown]:
-        lines.append(f"  mismatch: expected {r['expected']!r}\n            got      {r['completion'][:200]!r}")
+        lines.append(f"  mismatch: expected {r['expected'][:200]!r}\n            got      {_answer_shown(r)[:200]!r}")
     if len(mismatches) > shown:
         lines.append(f"  ... {len(mismatches) - shown} more mismatches in {where}")
     print("\n".join(lines), flush=True)
+
+
+def _answer_shown(record: dict) -> str:
+    """What a wrong row answered: an episode's every assistant message (its calls, then its last answer), so a
+    multi-turn row whose last message is a plain "Done." still shows where it went wrong."""
+    if "episode" not in record:
+        return record["completion"]
+    return " | ".join(str(m.get("content", "")) for m in record["episode"] if m.get("role") == "assistant")

@@ -39,6 +39,8 @@ class FunctionCallTask(Task):
         super().__init__(config, context)
         if self.bfcl or self.multi_turn:
             self.headline_metric = "bfcl_ast"  # BFCL's AST accuracy (multi-turn: its checker's); per category too
+        if self.multi_turn:
+            self.reference_column = "bfcl_ground_truth"  # each user turn's calls: an episode has no one answer
         if config.min_no_call_probability is not None:
             from ao_calib.runtime import distributed
 
