@@ -16,7 +16,7 @@ from ao_calib.models.merged_copy import generation_copy_refusal, merged_copy_of
 from ao_calib.monitoring.wandb import log_evaluation
 from ao_calib.runs.run_dir import RunDir
 from ao_calib.runtime import distributed
-from ao_calib.tools.episodes import SILENT_TOOLS, final_text
+from ao_calib.tools.episodes import SILENT_TOOLS, assistant_texts, final_text
 
 if TYPE_CHECKING:  # the task API imports evaluation's config: types only, no import at run time
     from ao_calib.task_api import Task, TaskData
@@ -176,4 +176,4 @@ def _answer_shown(record: dict) -> str:
     multi-turn row whose last message is a plain "Done." still shows where it went wrong."""
     if "episode" not in record:
         return record["completion"]
-    return " | ".join(str(m.get("content", "")) for m in record["episode"] if m.get("role") == "assistant")
+    return " | ".join(assistant_texts(record["episode"]))

@@ -74,9 +74,14 @@ def tool_result(call: dict, tools: Tools) -> dict:
     return {"role": "tool", "name": name, "content": str(result)}
 
 
+def assistant_texts(episode: list[dict]) -> list[str]:
+    """The text of each assistant message of an episode, in order."""
+    return [m.get("content") or "" for m in episode if m.get("role") == "assistant"]
+
+
 def final_text(episode: list[dict] | str) -> str:
     """What an episode ended with: its last assistant message's text."""
     if isinstance(episode, str):
         return episode
-    said = [m.get("content") or "" for m in episode if m.get("role") == "assistant"]
+    said = assistant_texts(episode)
     return said[-1] if said else ""

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ao_calib.core.io import write_jsonl
+from ao_calib.runs.run_dir import RunDir
+
 
 def make_run(
     run: Path,
@@ -37,8 +40,4 @@ def metric_steps(n: int, base: float) -> list[dict]:
 
 def write_predictions(run: Path, tag: str, rows: list[dict], variant: str | None = None) -> None:
     """``rows`` as the run's prediction file of evaluation ``tag`` (and ``variant``), where the run writes it."""
-    from ao_calib.runs.run_dir import RunDir
-
-    path = RunDir(run).predictions(tag, variant)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(RunDir(run).predictions(tag, variant), rows)
