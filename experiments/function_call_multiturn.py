@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for stage in STAGES:
             values = [f[name] for f in figures[stage]]
-            # counts and category names are listed per run, not averaged
+            # counts and category names are not averaged: their distinct values over the runs are listed
             listed = isinstance(values[0], (str, int))
             cells.append(", ".join(sorted(set(map(str, values)))) if listed else cell(values))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
